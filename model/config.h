@@ -1,0 +1,32 @@
+// ModelConfig: the shape of a LLaMA-style decoder, and the named presets.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace nb {
+
+struct ModelConfig {
+    std::string preset;            // the preset it started from ("custom" after overrides is not tracked)
+    int64_t vocab_size = 256;
+    int64_t hidden_size = 256;
+    int64_t ffn_hidden_size = 768;  // SwiGLU inner size
+    int64_t num_layers = 4;
+    int64_t num_heads = 4;
+    int64_t num_kv_heads = 2;       // grouped-query attention: num_heads % num_kv_heads == 0
+    double rope_theta = 10000.0;
+    double norm_eps = 1e-5;
+    bool tie_embeddings = false;    // LM head shares the embedding matrix
+
+    int64_t head_dim() const { return hidden_size / num_heads; }
+    int64_t kv_dim() const { return num_kv_heads * head_dim(); }
+    // Throws UsageError naming the field (as its command-line flag) when the shape is impossible.
+    void validate() const;
+};
+
+// Known presets: tiny, small, smollm-135m, smollm-360m. Unknown name: UsageError listing the known ones.
+ModelConfig model_preset(const std::string& name);
+std::vector<std::string> model_preset_names();
+
+}  // namespace nb

@@ -1,0 +1,62 @@
+// Layer: one unit of the model that a pipeline stage holds whole.
+//
+// The model is a flat list: [Embedding, Block 0, ..., Block N-1, OutputHead]. A pipeline stage is a
+// contiguous slice of that list. Each layer has an explicit forward and backward (no autograd tape): forward
+// returns its output and fills a Stash with what backward needs for that one microbatch; backward consumes
+// the stash. Activation memory of a stage is therefore the stashes it holds in flight.
+//
+// Data between layers is the residual stream x[N, hidden], N = batch * seq_len. The embedding reads token
+// ids from the microbatch instead of an input; the head's output is the mean loss as a [1] tensor, and
+// backward's dout for the head is d(objective)/d(mean loss) (1 for one microbatch).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/params.h"
+#include "ops.h"
+
+namespace nb {
+
+struct Microbatch {
+    Tensor tokens;   // i32 [batch_size * seq_len]
+    Tensor targets;  // i32 [batch_size * seq_len]
+    int64_t batch_size = 0;
+    int64_t seq_len = 0;
+    int64_t rows() const { return batch_size * seq_len; }
+};
+
+// What a layer keeps between forward and backward, in the layer's own order.
+struct Stash {
+    std::vector<Tensor> saved;
+    size_t bytes() const;
+};
+
+// The tensors a layer reads and writes, handed in by whoever runs it.
+struct LayerContext {
+    Ops& ops;
+    const TensorSet& weights;
+    TensorSet* grads;  // null for forward-only (evaluation)
+    const Microbatch& batch;
+};
+
+class Layer {
+public:
+    virtual ~Layer() = default;
+    virtual std::string name() const = 0;
+    // Returns the output; when `stash` is null nothing is kept (evaluation).
+    virtual Tensor forward(const LayerContext& ctx, const Tensor& in, Stash* stash) const = 0;
+    // Accumulates parameter gradients into ctx.grads and returns d(objective)/d(input) (undefined for the
+    // embedding, which has no input).
+    virtual Tensor backward(const LayerContext& ctx, const Tensor& dout, Stash& stash) const = 0;
+};
+
+// Constructors register the layer's parameters in `layout`, in canonical order.
+std::unique_ptr<Layer> make_embedding_layer(const ModelConfig& config, ParamLayout& layout);
+std::unique_ptr<Layer> make_transformer_block(const ModelConfig& config, int64_t block_index, ParamLayout& layout);
+// With tied embeddings the head reuses "embedding.weight", which must already be in `layout`.
+std::unique_ptr<Layer> make_output_head(const ModelConfig& config, ParamLayout& layout);
+
+}  // namespace nb

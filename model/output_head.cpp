@@ -1,0 +1,73 @@
+// Output head: final RMSNorm, LM head, softmax cross-entropy, mean over the microbatch's tokens.
+//
+//   h = rmsnorm(x) * g_final ; logits = h W^T ; loss = mean_n (lse(logits[n]) - logits[n, target[n]])
+#include <stdexcept>
+
+#include "model/layer.h"
+
+namespace nb {
+
+namespace {
+
+enum Saved { kX, kRstd, kH, kLogits, kLse, kCount };
+
+class OutputHead final : public Layer {
+public:
+    OutputHead(const ModelConfig& config, ParamLayout& layout)
+        : eps_(static_cast<float>(config.norm_eps)),
+          hidden_(config.hidden_size),
+          vocab_(config.vocab_size),
+          norm_(layout.add({"final_norm.weight", {config.hidden_size}, ParamKind::norm_gain})),
+          head_(config.tie_embeddings
+                    ? layout.index_of("embedding.weight")
+                    : layout.add({"lm_head.weight", {config.vocab_size, config.hidden_size}, ParamKind::output_head})) {
+        if (head_ < 0) throw std::logic_error("tied output head built without the embedding in its layout");
+    }
+
+    std::string name() const override { return "output_head"; }
+
+    Tensor forward(const LayerContext& ctx, const Tensor& x, Stash* stash) const override {
+        Ops& ops = ctx.ops;
+        const int64_t n = ctx.batch.rows();
+        Tensor rstd = Tensor::zeros({n});
+        Tensor h = Tensor::zeros({n, hidden_});
+        ops.rmsnorm_forward(h, rstd, x, ctx.weights[norm_], eps_);
+        Tensor logits = Tensor::zeros({n, vocab_});
+        ops.linear_forward(logits, h, ctx.weights[head_]);
+        Tensor row_loss = Tensor::zeros({n});
+        Tensor lse = Tensor::zeros({n});
+        ops.cross_entropy_forward(row_loss, lse, logits, ctx.batch.targets);
+        Tensor loss = Tensor::zeros({1});
+        loss.f32()[0] = static_cast<float>(ops.sum(row_loss) / static_cast<double>(n));
+        if (stash) stash->saved = {x, rstd, h, logits, lse};
+        return loss;
+    }
+
+    Tensor backward(const LayerContext& ctx, const Tensor& dout, Stash& stash) const override {
+        Ops& ops = ctx.ops;
+        TensorSet& g = *ctx.grads;
+        const auto& s = stash.saved;
+        const int64_t n = ctx.batch.rows();
+        const float dloss = dout.f32()[0] / static_cast<float>(n);
+        Tensor dlogits = Tensor::zeros({n, vocab_});
+        ops.cross_entropy_backward(dlogits, s[kLogits], s[kLse], ctx.batch.targets, dloss);
+        Tensor dh = Tensor::zeros({n, hidden_});
+        ops.linear_backward(dh, g[head_], dlogits, s[kH], ctx.weights[head_]);
+        Tensor dx = Tensor::zeros({n, hidden_});
+        ops.rmsnorm_backward(dx, g[norm_], dh, s[kX], ctx.weights[norm_], s[kRstd]);
+        return dx;
+    }
+
+private:
+    float eps_;
+    int64_t hidden_, vocab_;
+    int norm_, head_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_output_head(const ModelConfig& config, ParamLayout& layout) {
+    return std::make_unique<OutputHead>(config, layout);
+}
+
+}  // namespace nb

@@ -1,0 +1,58 @@
+#include "model/partition.h"
+
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "error.h"
+
+namespace nb {
+
+namespace {
+
+StageSpec make_spec(int64_t first, int64_t end, int stage, int num_stages) {
+    return {first, end, stage == 0, stage == num_stages - 1};
+}
+
+}  // namespace
+
+std::vector<StageSpec> partition_model(const ModelConfig& config, int num_stages) {
+    const int64_t L = config.num_layers;
+    if (num_stages <= 0) throw UsageError(fmt::format("--stages must be positive, got {}", num_stages));
+    if (num_stages > L)
+        throw UsageError(fmt::format("{} pipeline stages but the model has only {} layers (each stage needs one)",
+                                     num_stages, L));
+    const int P = num_stages;
+    const int64_t kInf = std::numeric_limits<int64_t>::max();
+    auto load = [&](int stage, int64_t first, int64_t end) {
+        return stage_param_count(config, make_spec(first, end, stage, P));
+    };
+    // best[s][j]: smallest possible maximum load when stages s..P-1 hold blocks j..L-1.
+    std::vector<std::vector<int64_t>> best(static_cast<size_t>(P) + 1, std::vector<int64_t>(L + 1, kInf));
+    best[P][L] = 0;
+    for (int s = P - 1; s >= 0; --s)
+        for (int64_t j = 0; j < L; ++j)
+            for (int64_t end = j + 1; end <= L; ++end) {
+                int64_t rest = best[s + 1][end];
+                if (rest == kInf) continue;
+                best[s][j] = std::min(best[s][j], std::max(load(s, j, end), rest));
+            }
+    // Walk forward, giving each stage the fewest blocks that still reach the optimum.
+    const int64_t target = best[0][0];
+    std::vector<StageSpec> specs;
+    int64_t first = 0;
+    for (int s = 0; s < P; ++s) {
+        for (int64_t end = first + 1; end <= L; ++end) {
+            int64_t rest = best[s + 1][end];
+            if (rest != kInf && std::max(load(s, first, end), rest) <= target) {
+                specs.push_back(make_spec(first, end, s, P));
+                first = end;
+                break;
+            }
+        }
+    }
+    return specs;
+}
+
+}  // namespace nb

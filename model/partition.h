@@ -1,0 +1,17 @@
+// Cutting the model into pipeline stages.
+#pragma once
+
+#include <vector>
+
+#include "model/config.h"
+#include "model/stage_model.h"
+
+namespace nb {
+
+// Contiguous, balanced by parameter count: minimises the largest stage's parameter count (stage 0 holds the
+// embedding, the last stage the final norm and LM head, every stage at least one block). Among equally
+// balanced cuts, earlier stages get fewer blocks: under 1F1B they hold more microbatches in flight.
+// UsageError when there are more stages than blocks.
+std::vector<StageSpec> partition_model(const ModelConfig& config, int num_stages);
+
+}  // namespace nb

@@ -1,0 +1,153 @@
+// One decoder block (pre-norm, LLaMA style):
+//
+//   h1 = rmsnorm(x) * g_attn
+//   q, k, v = h1 Wq^T, h1 Wk^T, h1 Wv^T          (q: H heads, k/v: KV heads of head_dim each)
+//   a  = causal_attention(rope(q), rope(k), v)    (grouped-query: head h reads kv head h / (H/KV))
+//   x1 = x + a Wo^T
+//   h2 = rmsnorm(x1) * g_mlp
+//   x2 = x1 + (silu(h2 Wg^T) * (h2 Wu^T)) Wd^T
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "model/layer.h"
+
+namespace nb {
+
+size_t Stash::bytes() const {
+    size_t n = 0;
+    for (const auto& t : saved) n += t.bytes();
+    return n;
+}
+
+namespace {
+
+// What forward keeps for backward, by position in Stash::saved.
+enum Saved { kX, kRstd1, kH1, kQ, kK, kV, kAttn, kLse, kX1, kRstd2, kH2, kGate, kUp, kAct, kCount };
+
+struct BlockParams {
+    int attn_norm, wq, wk, wv, wo, mlp_norm, w_gate, w_up, w_down;
+};
+
+BlockParams register_block_params(const ModelConfig& c, int64_t i, ParamLayout& layout) {
+    auto name = [i](const char* leaf) { return fmt::format("layers.{}.{}", i, leaf); };
+    const int64_t d = c.hidden_size, f = c.ffn_hidden_size, kv = c.kv_dim();
+    BlockParams p{};
+    p.attn_norm = layout.add({name("attn_norm.weight"), {d}, ParamKind::norm_gain});
+    p.wq = layout.add({name("attn.wq"), {d, d}, ParamKind::hidden_matrix});
+    p.wk = layout.add({name("attn.wk"), {kv, d}, ParamKind::hidden_matrix});
+    p.wv = layout.add({name("attn.wv"), {kv, d}, ParamKind::hidden_matrix});
+    p.wo = layout.add({name("attn.wo"), {d, d}, ParamKind::hidden_matrix});
+    p.mlp_norm = layout.add({name("mlp_norm.weight"), {d}, ParamKind::norm_gain});
+    p.w_gate = layout.add({name("mlp.w_gate"), {f, d}, ParamKind::hidden_matrix});
+    p.w_up = layout.add({name("mlp.w_up"), {f, d}, ParamKind::hidden_matrix});
+    p.w_down = layout.add({name("mlp.w_down"), {d, f}, ParamKind::hidden_matrix});
+    return p;
+}
+
+class TransformerBlock final : public Layer {
+public:
+    TransformerBlock(const ModelConfig& config, int64_t index, ParamLayout& layout)
+        : c_(config), index_(index), p_(register_block_params(config, index, layout)) {}
+
+    std::string name() const override { return fmt::format("block.{}", index_); }
+
+    Tensor forward(const LayerContext& ctx, const Tensor& x, Stash* stash) const override {
+        Ops& ops = ctx.ops;
+        const TensorSet& w = ctx.weights;
+        const int64_t B = ctx.batch.batch_size, T = ctx.batch.seq_len, N = B * T;
+        const int64_t d = c_.hidden_size, f = c_.ffn_hidden_size, H = c_.num_heads, KV = c_.num_kv_heads;
+        const int64_t hd = c_.head_dim();
+        const float eps = static_cast<float>(c_.norm_eps), theta = static_cast<float>(c_.rope_theta);
+
+        // Attention half.
+        Tensor rstd1 = Tensor::zeros({N});
+        Tensor h1 = Tensor::zeros({N, d});
+        ops.rmsnorm_forward(h1, rstd1, x, w[p_.attn_norm], eps);
+        Tensor q_lin = Tensor::zeros({N, d}), k_lin = Tensor::zeros({N, KV * hd}), v = Tensor::zeros({N, KV * hd});
+        ops.linear_forward(q_lin, h1, w[p_.wq]);
+        ops.linear_forward(k_lin, h1, w[p_.wk]);
+        ops.linear_forward(v, h1, w[p_.wv]);
+        Tensor q = Tensor::zeros({B, T, H, hd}), k = Tensor::zeros({B, T, KV, hd});
+        Tensor q3 = q.reshaped({N, H, hd}), k3 = k.reshaped({N, KV, hd});
+        ops.rope_forward(q3, q_lin.reshaped({N, H, hd}), T, theta);
+        ops.rope_forward(k3, k_lin.reshaped({N, KV, hd}), T, theta);
+        Tensor v4 = v.reshaped({B, T, KV, hd});
+        Tensor attn = Tensor::zeros({B, T, H, hd}), lse = Tensor::zeros({B, H, T});
+        ops.attention_forward(attn, lse, q, k, v4);
+        Tensor attn2 = attn.reshaped({N, d});
+        Tensor x1 = x.clone();
+        Tensor proj = Tensor::zeros({N, d});
+        ops.linear_forward(proj, attn2, w[p_.wo]);
+        ops.add_inplace(x1, proj);
+
+        // MLP half.
+        Tensor rstd2 = Tensor::zeros({N});
+        Tensor h2 = Tensor::zeros({N, d});
+        ops.rmsnorm_forward(h2, rstd2, x1, w[p_.mlp_norm], eps);
+        Tensor gate = Tensor::zeros({N, f}), up = Tensor::zeros({N, f}), act = Tensor::zeros({N, f});
+        ops.linear_forward(gate, h2, w[p_.w_gate]);
+        ops.linear_forward(up, h2, w[p_.w_up]);
+        ops.swiglu_forward(act, gate, up);
+        Tensor x2 = x1.clone();
+        Tensor down = Tensor::zeros({N, d});
+        ops.linear_forward(down, act, w[p_.w_down]);
+        ops.add_inplace(x2, down);
+
+        if (stash) stash->saved = {x, rstd1, h1, q, k, v4, attn, lse, x1, rstd2, h2, gate, up, act};
+        return x2;
+    }
+
+    Tensor backward(const LayerContext& ctx, const Tensor& dout, Stash& stash) const override {
+        Ops& ops = ctx.ops;
+        const TensorSet& w = ctx.weights;
+        TensorSet& g = *ctx.grads;
+        const auto& s = stash.saved;
+        const int64_t B = ctx.batch.batch_size, T = ctx.batch.seq_len, N = B * T;
+        const int64_t d = c_.hidden_size, f = c_.ffn_hidden_size, H = c_.num_heads, KV = c_.num_kv_heads;
+        const int64_t hd = c_.head_dim();
+        const float theta = static_cast<float>(c_.rope_theta);
+
+        // MLP half: x2 = x1 + mlp(x1), so dx1 = dout + d mlp/dx1.
+        Tensor dx1 = dout.clone();
+        Tensor dact = Tensor::zeros({N, f});
+        ops.linear_backward(dact, g[p_.w_down], dout, s[kAct], w[p_.w_down]);
+        Tensor dgate = Tensor::zeros({N, f}), dup = Tensor::zeros({N, f});
+        ops.swiglu_backward(dgate, dup, dact, s[kGate], s[kUp]);
+        Tensor dh2 = Tensor::zeros({N, d});
+        ops.linear_backward(dh2, g[p_.w_gate], dgate, s[kH2], w[p_.w_gate]);
+        ops.linear_backward(dh2, g[p_.w_up], dup, s[kH2], w[p_.w_up]);
+        ops.rmsnorm_backward(dx1, g[p_.mlp_norm], dh2, s[kX1], w[p_.mlp_norm], s[kRstd2]);
+
+        // Attention half: x1 = x + attn(x), so dx = dx1 + d attn/dx.
+        Tensor dx = dx1.clone();
+        Tensor dattn = Tensor::zeros({B, T, H, hd});
+        Tensor dattn2 = dattn.reshaped({N, d});
+        ops.linear_backward(dattn2, g[p_.wo], dx1, s[kAttn].reshaped({N, d}), w[p_.wo]);
+        Tensor dq = Tensor::zeros({B, T, H, hd}), dk = Tensor::zeros({B, T, KV, hd});
+        Tensor dv = Tensor::zeros({B, T, KV, hd});
+        ops.attention_backward(dq, dk, dv, dattn, s[kQ], s[kK], s[kV], s[kAttn], s[kLse]);
+        Tensor dq_lin = Tensor::zeros({N, H, hd}), dk_lin = Tensor::zeros({N, KV, hd});
+        ops.rope_backward(dq_lin, dq.reshaped({N, H, hd}), T, theta);
+        ops.rope_backward(dk_lin, dk.reshaped({N, KV, hd}), T, theta);
+        Tensor dh1 = Tensor::zeros({N, d});
+        ops.linear_backward(dh1, g[p_.wq], dq_lin.reshaped({N, d}), s[kH1], w[p_.wq]);
+        ops.linear_backward(dh1, g[p_.wk], dk_lin.reshaped({N, KV * hd}), s[kH1], w[p_.wk]);
+        ops.linear_backward(dh1, g[p_.wv], dv.reshaped({N, KV * hd}), s[kH1], w[p_.wv]);
+        ops.rmsnorm_backward(dx, g[p_.attn_norm], dh1, s[kX], w[p_.attn_norm], s[kRstd1]);
+        return dx;
+    }
+
+private:
+    ModelConfig c_;
+    int64_t index_;
+    BlockParams p_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_transformer_block(const ModelConfig& config, int64_t block_index, ParamLayout& layout) {
+    return std::make_unique<TransformerBlock>(config, block_index, layout);
+}
+
+}  // namespace nb

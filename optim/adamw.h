@@ -1,0 +1,50 @@
+// AdamW: Adam with decoupled weight decay, exactly as torch.optim.AdamW (Loshchilov & Hutter).
+//
+// For each parameter p with gradient g, at step t = 1, 2, ... (wd = 0 where the kind takes no decay):
+//   p  <- p * (1 - lr * wd)                          decoupled decay, before the moments
+//   m  <- beta1 * m + (1 - beta1) * g                first moment  (torch: exp_avg)
+//   v  <- beta2 * v + (1 - beta2) * g^2              second moment (torch: exp_avg_sq)
+//   p  <- p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+// The arithmetic itself is the backend's kernel, Ops::adamw_update; this class keeps the state and decides
+// each parameter's weight decay.
+#pragma once
+
+#include "optim/optimizer.h"
+
+namespace nb {
+
+struct AdamWConfig {
+    float beta1 = 0.9f;          // --adam-beta1
+    float beta2 = 0.95f;         // --adam-beta2
+    float eps = 1e-8f;           // --adam-eps
+    float weight_decay = 0.1f;   // --weight-decay; only where ParamInfo::weight_decay() (never norm gains)
+
+    // Throws nb::UsageError naming the flag: betas in [0, 1), eps > 0, weight_decay >= 0, all finite.
+    void validate() const;
+};
+
+class AdamW final : public Optimizer {
+public:
+    // Allocates m and v (zeros) for every parameter of `layout`; validates `cfg`.
+    AdamW(const ParamLayout& layout, const AdamWConfig& cfg);
+
+    std::string name() const override { return "adamw"; }
+    void step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) override;
+    int64_t steps_taken() const override { return steps_taken_; }
+    void set_steps_taken(int64_t steps) override;
+    // "exp_avg.<param>" for every parameter, then "exp_avg_sq.<param>" (torch's state names).
+    std::vector<std::pair<std::string, Tensor*>> state_tensors() override;
+
+    const AdamWConfig& config() const { return cfg_; }
+    const TensorSet& m() const { return m_; }
+    const TensorSet& v() const { return v_; }
+
+private:
+    AdamWConfig cfg_;
+    std::vector<std::string> names_;  // parameter names, to label the state
+    TensorSet m_;                     // first moment, one tensor per parameter
+    TensorSet v_;                     // second moment
+    int64_t steps_taken_ = 0;
+};
+
+}  // namespace nb

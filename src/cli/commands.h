@@ -1,0 +1,36 @@
+// The subcommands of `nobubble`, each registered on the CLI11 app by its own file.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+#include "model/config.h"
+
+namespace nb::cli {
+
+// Model shape flags shared by train, info and bench: --model PRESET plus per-field overrides.
+struct ModelFlags {
+    std::string preset = "tiny";
+    int64_t vocab_size = -1, hidden_size = -1, ffn_hidden_size = -1, num_layers = -1, num_heads = -1,
+            num_kv_heads = -1;
+    double rope_theta = -1, norm_eps = -1;
+    bool untie = false, tie = false;
+};
+void add_model_flags(CLI::App& app, ModelFlags& flags);
+ModelConfig resolve_model(const ModelFlags& flags);  // preset + overrides, validated
+
+// A subcommand and what it runs once the whole command line has parsed.
+struct Command {
+    CLI::App* app;
+    std::function<int()> run;
+};
+Command add_train_command(CLI::App& app);
+Command add_info_command(CLI::App& app);
+Command add_bench_command(CLI::App& app);
+
+// Splices the keys of `--config FILE.toml` (given after a subcommand) into args, before the command line's
+// own flags so that those win. args[0] is the program name.
+std::vector<std::string> expand_config_file(CLI::App& app, std::vector<std::string> args);
+
+}  // namespace nb::cli

@@ -1,0 +1,54 @@
+// nobubble: pipeline-parallel LLM pretraining. This file only parses the command line and turns every
+// failure into one line `nobubble: error: ...` with exit code 2 (usage) or 1 (runtime).
+#include <cstdio>
+#include <exception>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "error.h"
+
+namespace {
+
+int fail(const char* what, int code) {
+    fmt::print(stderr, "nobubble: error: {}\n", what);
+    return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"nobubble: pipeline-parallel LLM pretraining (sync 1F1B, GPipe, PipeDream, PipeDream-2BW)",
+                 "nobubble"};
+    app.require_subcommand(1);
+    // A flag given twice takes its last value: the command line overrides a --config file.
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    app.set_help_all_flag("--help-all", "Show help for every subcommand");
+    const nb::cli::Command commands[] = {nb::cli::add_train_command(app), nb::cli::add_info_command(app),
+                                         nb::cli::add_bench_command(app)};
+    try {
+        std::vector<std::string> args = nb::cli::expand_config_file(app, std::vector<std::string>(argv, argv + argc));
+        std::vector<const char*> c_args;
+        for (const auto& a : args) c_args.push_back(a.c_str());
+        app.parse(static_cast<int>(c_args.size()), c_args.data());
+    } catch (const nb::UsageError& e) {
+        return fail(e.what(), nb::kExitUsage);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        return fail(e.what(), nb::kExitUsage);
+    }
+    try {
+        for (const auto& command : commands)
+            if (command.app->parsed()) return command.run();
+        return fail("no subcommand given (train, info, bench)", nb::kExitUsage);
+    } catch (const nb::UsageError& e) {
+        return fail(e.what(), nb::kExitUsage);
+    } catch (const nb::RuntimeError& e) {
+        return fail(e.what(), nb::kExitRuntime);
+    } catch (const std::exception& e) {
+        return fail(e.what(), nb::kExitRuntime);
+    }
+}

@@ -1,0 +1,81 @@
+// One AdamW step, bit-for-bit as torch.optim.AdamW (torch 1.13, the single-tensor path, foreach=False, float32):
+//
+//   param.mul_(1 - lr*wd)
+//   exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+//   exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+//   bias_correction1 = 1 - beta1**step ; bias_correction2 = 1 - beta2**step
+//   step_size = lr / bias_correction1
+//   denom = (exp_avg_sq.sqrt() / sqrt(bias_correction2)).add_(eps)
+//   param.addcdiv_(exp_avg, denom, value=-step_size)
+//
+// How torch evaluates that, and so how we do:
+// - The Python scalars (1 - lr*wd, 1 - beta, the bias corrections, step_size) are doubles; a tensor op rounds
+//   its scalar argument to float once, then computes in float.
+// - add_ with alpha and addcmul_ are fused multiply-adds in torch's CPU kernels (AVX2 fmadd, and the scalar tail
+//   loop contracted by the compiler): m + a*g and v + (c*g)*g round once at the end. We build with
+//   -ffp-contract=off, so std::fma spells it out. (Checked bitwise against Debian's torch 1.13.)
+// - addcdiv_ is p + (s*m)/denom, each operation rounded; the division by sqrt(bias_correction2) is a true
+//   division, not a reciprocal multiply.
+// The hyperparameters arrive as float: torch agrees bit-for-bit when its Python floats are those same floats
+// (for example lr=float(np.float32(lr))).
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "cpu/cpu_ops.h"
+
+namespace nb {
+
+namespace {
+
+// The float32 scalars torch's kernels see for one step.
+struct AdamWScalars {
+    float decay;  // 1 - lr*wd
+    float beta1, one_minus_beta1;
+    float beta2, one_minus_beta2;
+    float bc2_sqrt;       // sqrt(1 - beta2^step)
+    float neg_step_size;  // -lr / (1 - beta1^step)
+    float eps;
+};
+
+AdamWScalars adamw_scalars(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+    const double lr_d = lr, b1 = beta1, b2 = beta2, t = static_cast<double>(step);
+    const double bias_correction1 = 1.0 - std::pow(b1, t);
+    const double bias_correction2 = 1.0 - std::pow(b2, t);
+    AdamWScalars s{};
+    s.decay = static_cast<float>(1.0 - lr_d * static_cast<double>(weight_decay));
+    s.beta1 = beta1;
+    s.one_minus_beta1 = static_cast<float>(1.0 - b1);
+    s.beta2 = beta2;
+    s.one_minus_beta2 = static_cast<float>(1.0 - b2);
+    s.bc2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
+    s.neg_step_size = static_cast<float>(-(lr_d / bias_correction1));
+    s.eps = eps;
+    return s;
+}
+
+}  // namespace
+
+void CpuOps::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1, float beta2,
+                          float eps, float weight_decay, int64_t step) {
+    if (grad.numel() != param.numel() || m.numel() != param.numel() || v.numel() != param.numel())
+        throw std::invalid_argument(fmt::format(
+            "adamw_update: param {}, grad {}, m {}, v {} must have one element count", shape_string(param.shape()),
+            shape_string(grad.shape()), shape_string(m.shape()), shape_string(v.shape())));
+    if (step < 1)
+        throw std::invalid_argument(fmt::format("adamw_update: step {} must be >= 1 (torch counts from 1)", step));
+    const AdamWScalars s = adamw_scalars(lr, beta1, beta2, eps, weight_decay, step);
+    float *p = param.f32(), *mp = m.f32(), *vp = v.f32();
+    const float* g = grad.f32();
+    for (int64_t i = 0, n = param.numel(); i < n; ++i) {
+        const float gi = g[i];
+        p[i] = p[i] * s.decay;
+        mp[i] = std::fma(s.one_minus_beta1, gi, mp[i] * s.beta1);
+        vp[i] = std::fma(s.one_minus_beta2 * gi, gi, vp[i] * s.beta2);
+        const float denom = std::sqrt(vp[i]) / s.bc2_sqrt + s.eps;
+        p[i] = p[i] + (s.neg_step_size * mp[i]) / denom;
+    }
+}
+
+}  // namespace nb

@@ -1,0 +1,187 @@
+// Causal grouped-query attention, scale = 1/sqrt(hd): explicit score tiles, all products in OpenBLAS sgemm.
+//
+// q[B,T,H,hd], k/v[B,T,KV,hd], out[B,T,H,hd], lse[B,H,T]; query head h reads kv head h / (H/KV).
+// For one (b, h) the heads are strided views: row t of Q is q + ((b*T + t)*H + h)*hd with row stride H*hd, and
+// K/V rows have stride KV*hd; sgemm reads them in place (no transposed copies).
+//
+// Causality is exploited by query-row tiles of kTile rows: rows [r0, r1) only see keys [0, r1), so each tile's
+// products run over r1 columns instead of T. The tiling is fixed (not thread dependent), so results are too.
+//
+// forward:  S = scale Q K^T (masked j > t), P = softmax_row(S), O = P V, lse_t = log sum_j exp(S_tj)
+// backward: P = exp(S - lse) (recomputed), D_t = sum_c dO_tc O_tc,
+//           dV += P^T dO, dP = dO V^T, dS = P * (dP - D), dQ += scale dS K, dK += scale dS^T Q
+// Heads are visited in a fixed order (b, then h), so the dK/dV sums over the H/KV query heads of a group add up
+// in one order.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cpu/cpu_ops.h"
+
+namespace nb {
+
+namespace {
+
+constexpr int64_t kTile = 64;  // query rows per tile
+
+struct AttnDims {
+    int64_t B, T, H, KV, hd;
+    int64_t group() const { return H / KV; }
+    int64_t q_stride() const { return H * hd; }    // between consecutive tokens in q/out
+    int64_t kv_stride() const { return KV * hd; }  // between consecutive tokens in k/v
+    // Element offset of row 0 of head h (of H or KV heads) in batch b.
+    int64_t q_offset(int64_t b, int64_t h) const { return b * T * H * hd + h * hd; }
+    int64_t kv_offset(int64_t b, int64_t h) const { return b * T * KV * hd + (h / group()) * hd; }
+};
+
+AttnDims check_attention(const char* op, const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                         const Tensor& v) {
+    bool ok = q.rank() == 4 && k.rank() == 4 && k.shape() == v.shape() && out.shape() == q.shape();
+    if (ok) {
+        ok = k.dim(0) == q.dim(0) && k.dim(1) == q.dim(1) && k.dim(3) == q.dim(3) && k.dim(2) > 0 &&
+             q.dim(2) % k.dim(2) == 0 && q.dim(3) > 0 && lse.shape() == Shape{q.dim(0), q.dim(2), q.dim(1)};
+    }
+    if (!ok)
+        throw std::invalid_argument(
+            fmt::format("{}: expected q/out [B,T,H,hd], k/v [B,T,KV,hd] with H % KV == 0 and hd > 0, lse "
+                        "[B,H,T]; got q {}, k {}, v {}, out {}, lse {}",
+                        op, shape_string(q.shape()), shape_string(k.shape()), shape_string(v.shape()),
+                        shape_string(out.shape()), shape_string(lse.shape())));
+    return {q.dim(0), q.dim(1), q.dim(2), k.dim(2), q.dim(3)};
+}
+
+float attention_scale(int64_t hd) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))); }
+
+// S[0:m, 0:cols] = scale * Q[r0:r0+m] K[0:cols]^T, S row stride ld.
+void scores(float* S, int64_t ld, const float* q, const float* k, int64_t m, int64_t cols, const AttnDims& d,
+            float scale) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, cols, d.hd, scale, q, d.q_stride(), k, d.kv_stride(), 0.0f,
+                S, ld);
+}
+
+// Row softmax of the causal rows t = r0 .. r0+m-1 in place (columns j > t become 0); returns lse per row.
+// Max-subtracted exp in float; the normalizer is summed in double.
+void causal_softmax_rows(float* S, int64_t ld, int64_t r0, int64_t m, int64_t cols, float* lse_out) {
+    for (int64_t i = 0; i < m; ++i) {
+        float* row = S + i * ld;
+        const int64_t visible = r0 + i + 1;  // keys 0 .. t
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < visible; ++j) mx = std::max(mx, row[j]);
+        double sum = 0.0;
+        for (int64_t j = 0; j < visible; ++j) {
+            row[j] = std::exp(row[j] - mx);
+            sum += row[j];
+        }
+        const float inv = static_cast<float>(1.0 / sum);
+        for (int64_t j = 0; j < visible; ++j) row[j] *= inv;
+        for (int64_t j = visible; j < cols; ++j) row[j] = 0.0f;
+        lse_out[i] = static_cast<float>(static_cast<double>(mx) + std::log(sum));
+    }
+}
+
+// P = exp(S - lse) on the causal part of rows r0 .. r0+m-1, 0 above the diagonal.
+void recompute_probs(float* S, int64_t ld, int64_t r0, int64_t m, int64_t cols, const float* lse) {
+    for (int64_t i = 0; i < m; ++i) {
+        float* row = S + i * ld;
+        const int64_t visible = r0 + i + 1;
+        for (int64_t j = 0; j < visible; ++j) row[j] = std::exp(row[j] - lse[i]);
+        for (int64_t j = visible; j < cols; ++j) row[j] = 0.0f;
+    }
+}
+
+}  // namespace
+
+void CpuOps::attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v) {
+    const AttnDims d = check_attention("attention_forward", out, lse, q, k, v);
+    if (d.B == 0 || d.T == 0) return;
+    const float scale = attention_scale(d.hd);
+    std::vector<float> S(static_cast<size_t>(kTile * d.T));
+    const float *qp = q.f32(), *kp = k.f32(), *vp = v.f32();
+    float* op = out.f32();
+    float* lp = lse.f32();
+    for (int64_t b = 0; b < d.B; ++b) {
+        for (int64_t h = 0; h < d.H; ++h) {
+            const float* qh = qp + d.q_offset(b, h);
+            const float* kh = kp + d.kv_offset(b, h);
+            const float* vh = vp + d.kv_offset(b, h);
+            float* oh = op + d.q_offset(b, h);
+            float* lh = lp + (b * d.H + h) * d.T;
+            for (int64_t r0 = 0; r0 < d.T; r0 += kTile) {
+                const int64_t m = std::min(kTile, d.T - r0), cols = r0 + m;
+                scores(S.data(), cols, qh + r0 * d.q_stride(), kh, m, cols, d, scale);
+                causal_softmax_rows(S.data(), cols, r0, m, cols, lh + r0);
+                // O[r0:r0+m] = P V[0:cols]
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d.hd, cols, 1.0f, S.data(), cols, vh,
+                            d.kv_stride(), 0.0f, oh + r0 * d.q_stride(), d.q_stride());
+            }
+        }
+    }
+}
+
+void CpuOps::attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q,
+                                const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) {
+    const AttnDims d = check_attention("attention_backward", out, lse, q, k, v);
+    if (dout.shape() != q.shape() || dq.shape() != q.shape() || dk.shape() != k.shape() || dv.shape() != v.shape())
+        throw std::invalid_argument(
+            fmt::format("attention_backward: dout {} and dq {} must match q {}, dk {} and dv {} "
+                        "must match k {}",
+                        shape_string(dout.shape()), shape_string(dq.shape()), shape_string(q.shape()),
+                        shape_string(dk.shape()), shape_string(dv.shape()), shape_string(k.shape())));
+    if (d.B == 0 || d.T == 0) return;
+    const float scale = attention_scale(d.hd);
+    std::vector<float> P(static_cast<size_t>(kTile * d.T)), dS(static_cast<size_t>(kTile * d.T));
+    const float *qp = q.f32(), *kp = k.f32(), *vp = v.f32(), *op = out.f32(), *dop = dout.f32(), *lp = lse.f32();
+    float *dqp = dq.f32(), *dkp = dk.f32(), *dvp = dv.f32();
+    const int64_t qs = d.q_stride(), ks = d.kv_stride();
+    for (int64_t b = 0; b < d.B; ++b) {
+        for (int64_t h = 0; h < d.H; ++h) {
+            const float* qh = qp + d.q_offset(b, h);
+            const float* oh = op + d.q_offset(b, h);
+            const float* doh = dop + d.q_offset(b, h);
+            float* dqh = dqp + d.q_offset(b, h);
+            const float* kh = kp + d.kv_offset(b, h);
+            const float* vh = vp + d.kv_offset(b, h);
+            float* dkh = dkp + d.kv_offset(b, h);
+            float* dvh = dvp + d.kv_offset(b, h);
+            const float* lh = lp + (b * d.H + h) * d.T;
+            for (int64_t r0 = 0; r0 < d.T; r0 += kTile) {
+                const int64_t m = std::min(kTile, d.T - r0), cols = r0 + m;
+                const float* qt = qh + r0 * qs;
+                const float* dot = doh + r0 * qs;
+                scores(P.data(), cols, qt, kh, m, cols, d, scale);
+                recompute_probs(P.data(), cols, r0, m, cols, lh + r0);
+                // dV[0:cols] += P^T dO[r0:r0+m]
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, d.hd, m, 1.0f, P.data(), cols, dot, qs, 1.0f,
+                            dvh, ks);
+                // dP = dO[r0:r0+m] V[0:cols]^T, into dS
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, cols, d.hd, 1.0f, dot, qs, vh, ks, 0.0f,
+                            dS.data(), cols);
+                // D_t = sum_c dO_tc O_tc ; dS = P * (dP - D) (0 where P is masked)
+                for (int64_t i = 0; i < m; ++i) {
+                    const float* o_row = oh + (r0 + i) * qs;
+                    const float* do_row = dot + i * qs;
+                    double acc = 0.0;
+                    for (int64_t c = 0; c < d.hd; ++c) acc += static_cast<double>(do_row[c]) * o_row[c];
+                    const float Di = static_cast<float>(acc);
+                    const float* p_row = P.data() + i * cols;
+                    float* ds_row = dS.data() + i * cols;
+                    for (int64_t j = 0; j < cols; ++j) ds_row[j] = p_row[j] * (ds_row[j] - Di);
+                }
+                // dQ[r0:r0+m] += scale dS K[0:cols]
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d.hd, cols, scale, dS.data(), cols, kh, ks,
+                            1.0f, dqh + r0 * qs, qs);
+                // dK[0:cols] += scale dS^T Q[r0:r0+m]
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, d.hd, m, scale, dS.data(), cols, qt, qs,
+                            1.0f, dkh, ks);
+            }
+        }
+    }
+}
+
+}  // namespace nb

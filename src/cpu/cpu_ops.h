@@ -1,0 +1,50 @@
+// CpuOps: the fp32 reference backend. Each op family lives in its own file under src/cpu/.
+//
+// Determinism: no result depends on the thread count. GEMMs go to OpenBLAS (which partitions over output
+// tiles, never over the reduction, so each element's sum has one order); everything else here is
+// single-threaded loops in a fixed order.
+#pragma once
+
+#include "ops.h"
+
+namespace nb {
+
+class CpuOps final : public Ops {
+public:
+    Device device() const override { return Device::cpu; }
+
+    void linear_forward(Tensor& y, const Tensor& x, const Tensor& w) override;
+    void linear_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w) override;
+
+    void embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& table) override;
+    void embedding_backward(Tensor& dtable, const Tensor& tokens, const Tensor& dout) override;
+
+    void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& gain, float eps) override;
+    void rmsnorm_backward(Tensor& dx, Tensor& dgain, const Tensor& dy, const Tensor& x, const Tensor& gain,
+                          const Tensor& rstd) override;
+
+    void rope_forward(Tensor& out, const Tensor& x, int64_t seq_len, float theta) override;
+    void rope_backward(Tensor& din, const Tensor& dout, int64_t seq_len, float theta) override;
+
+    void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v) override;
+    void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q, const Tensor& k,
+                            const Tensor& v, const Tensor& out, const Tensor& lse) override;
+
+    void swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up) override;
+    void swiglu_backward(Tensor& dgate, Tensor& dup, const Tensor& dout, const Tensor& gate,
+                         const Tensor& up) override;
+
+    void cross_entropy_forward(Tensor& loss, Tensor& lse, const Tensor& logits, const Tensor& targets) override;
+    void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets,
+                                float dloss) override;
+
+    void add_inplace(Tensor& a, const Tensor& b) override;
+    void scale_inplace(Tensor& a, float s) override;
+    double sum(const Tensor& x) override;
+    double sum_squares(const Tensor& x) override;
+
+    void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1, float beta2,
+                      float eps, float weight_decay, int64_t step) override;
+};
+
+}  // namespace nb

@@ -1,0 +1,90 @@
+// Softmax cross-entropy per row: loss[n] = lse[n] - logits[n, target[n]], lse[n] = log sum_j exp(logits[n, j]).
+//
+// logits [.., V] read as N rows; targets i32 with N entries (any shape); loss and lse hold N floats each.
+// lse is computed with the row max subtracted and the exp sum in double, then rounded once to float.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "cpu/cpu_ops.h"
+
+namespace nb {
+
+namespace {
+
+int64_t check_cross_entropy(const char* op, const Tensor& logits, const Tensor& targets) {
+    if (logits.rank() < 1 || logits.dim(-1) == 0 || logits.numel() / logits.dim(-1) != targets.numel())
+        throw std::invalid_argument(
+            fmt::format("{}: expected logits [N, V] with V > 0 and targets [N]; got logits {}, "
+                        "targets {}",
+                        op, shape_string(logits.shape()), shape_string(targets.shape())));
+    return targets.numel();
+}
+
+void check_row_vector(const char* op, const char* name, const Tensor& t, int64_t n) {
+    if (t.numel() != n)
+        throw std::invalid_argument(
+            fmt::format("{}: {} {} must hold one value per row ({})", op, name, shape_string(t.shape()), n));
+}
+
+int64_t checked_target(const char* op, const int32_t* targets, int64_t n, int64_t vocab) {
+    const int64_t t = targets[n];
+    if (t < 0 || t >= vocab)
+        throw std::out_of_range(
+            fmt::format("{}: target {} at row {} is outside the vocabulary [0, {})", op, t, n, vocab));
+    return t;
+}
+
+// log sum_j exp(x_j) = m + log sum_j exp(x_j - m), m = max_j x_j (no overflow; the largest term is 1).
+double row_logsumexp(const float* x, int64_t V) {
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < V; ++j) m = std::max(m, x[j]);
+    double sum = 0.0;
+    for (int64_t j = 0; j < V; ++j) sum += std::exp(static_cast<double>(x[j]) - m);
+    return static_cast<double>(m) + std::log(sum);
+}
+
+}  // namespace
+
+void CpuOps::cross_entropy_forward(Tensor& loss, Tensor& lse, const Tensor& logits, const Tensor& targets) {
+    const int64_t N = check_cross_entropy("cross_entropy_forward", logits, targets), V = logits.dim(-1);
+    check_row_vector("cross_entropy_forward", "loss", loss, N);
+    check_row_vector("cross_entropy_forward", "lse", lse, N);
+    const float* x = logits.f32();
+    const int32_t* t = targets.i32();
+    float *lo = loss.f32(), *ls = lse.f32();
+    for (int64_t n = 0; n < N; ++n) {
+        const float* row = x + n * V;
+        const int64_t target = checked_target("cross_entropy_forward", t, n, V);
+        const double l = row_logsumexp(row, V);
+        ls[n] = static_cast<float>(l);
+        lo[n] = static_cast<float>(l - row[target]);
+    }
+}
+
+// dlogits[n, j] += dloss * (exp(logits[n, j] - lse[n]) - [j == target[n]])
+void CpuOps::cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets,
+                                    float dloss) {
+    const int64_t N = check_cross_entropy("cross_entropy_backward", logits, targets), V = logits.dim(-1);
+    check_row_vector("cross_entropy_backward", "lse", lse, N);
+    if (dlogits.shape() != logits.shape())
+        throw std::invalid_argument(fmt::format("cross_entropy_backward: dlogits {} does not match logits {}",
+                                                shape_string(dlogits.shape()), shape_string(logits.shape())));
+    const float *x = logits.f32(), *ls = lse.f32();
+    const int32_t* t = targets.i32();
+    float* dx = dlogits.f32();
+    for (int64_t n = 0; n < N; ++n) checked_target("cross_entropy_backward", t, n, V);  // validate before writing
+    for (int64_t n = 0; n < N; ++n) {
+        const float* row = x + n * V;
+        float* drow = dx + n * V;
+        for (int64_t j = 0; j < V; ++j) {
+            const float p = std::exp(row[j] - ls[n]);
+            drow[j] += dloss * (j == t[n] ? p - 1.0f : p);
+        }
+    }
+}
+
+}  // namespace nb

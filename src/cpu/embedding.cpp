@@ -1,0 +1,65 @@
+// Token embedding: a row gather from the table, and its transpose, a row scatter-add.
+//
+// tokens is i32 of any shape holding N ids; out is [.., d] with N rows; table is [V, d].
+#include <cstring>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "cpu/cpu_ops.h"
+
+namespace nb {
+
+namespace {
+
+void check_embedding(const char* op, const Tensor& rows, const Tensor& tokens, const Tensor& table) {
+    if (table.rank() != 2 || rows.rank() < 1 || rows.dim(-1) != table.dim(1) ||
+        rows.numel() != tokens.numel() * table.dim(1))
+        throw std::invalid_argument(
+            fmt::format("{}: expected tokens [N], table [V, d], out [N, d]; got tokens {}, "
+                        "table {}, out {}",
+                        op, shape_string(tokens.shape()), shape_string(table.shape()), shape_string(rows.shape())));
+}
+
+// A token id must index a table row; reading past the table would be silent garbage.
+int64_t checked_token(const char* op, const int32_t* tokens, int64_t n, int64_t vocab) {
+    const int64_t id = tokens[n];
+    if (id < 0 || id >= vocab)
+        throw std::out_of_range(
+            fmt::format("{}: token {} at position {} is outside the vocabulary [0, {})", op, id, n, vocab));
+    return id;
+}
+
+}  // namespace
+
+// out[n, :] = table[tokens[n], :]
+void CpuOps::embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& table) {
+    check_embedding("embedding_forward", out, tokens, table);
+    const int64_t n_rows = tokens.numel(), vocab = table.dim(0), d = table.dim(1);
+    const int32_t* tok = tokens.i32();
+    const float* tab = table.f32();
+    float* o = out.f32();
+    for (int64_t n = 0; n < n_rows; ++n) {
+        const int64_t id = checked_token("embedding_forward", tok, n, vocab);
+        std::memcpy(o + n * d, tab + id * d, static_cast<size_t>(d) * sizeof(float));
+    }
+}
+
+// dtable[tokens[n], :] += dout[n, :], for n = 0, 1, ... in order, so a token repeated in the batch sums its rows
+// in position order (deterministic, no atomics).
+void CpuOps::embedding_backward(Tensor& dtable, const Tensor& tokens, const Tensor& dout) {
+    check_embedding("embedding_backward", dout, tokens, dtable);
+    const int64_t n_rows = tokens.numel(), vocab = dtable.dim(0), d = dtable.dim(1);
+    const int32_t* tok = tokens.i32();
+    const float* g = dout.f32();
+    float* dt = dtable.f32();
+    // Validate every id before writing anything, so a bad batch leaves the gradient untouched.
+    for (int64_t n = 0; n < n_rows; ++n) checked_token("embedding_backward", tok, n, vocab);
+    for (int64_t n = 0; n < n_rows; ++n) {
+        float* row = dt + static_cast<int64_t>(tok[n]) * d;
+        const float* src = g + n * d;
+        for (int64_t j = 0; j < d; ++j) row[j] += src[j];
+    }
+}
+
+}  // namespace nb

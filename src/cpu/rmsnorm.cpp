@@ -1,0 +1,87 @@
+// RMSNorm over the last dim d (LLaMA): y = x * rstd * gain, rstd = 1 / sqrt(mean_j x_j^2 + eps).
+//
+// x and y are [.., d] read as N rows; rstd holds one float per row (saved for backward).
+// Precision choice: the per-row sums (sum of squares, and the dot in backward) accumulate in double. This is
+// the reference backend, and double sums make its rows independent of summation order effects at large d;
+// the per-element arithmetic stays float.
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cpu/cpu_ops.h"
+
+namespace nb {
+
+namespace {
+
+// Rows of x, after checking x [N, d], gain [d], and the other per-element tensor (y or dy) and rstd [N].
+int64_t check_rmsnorm(const char* op, const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& gain) {
+    const bool ok = x.rank() >= 1 && gain.rank() == 1 && x.dim(-1) == gain.dim(0) && y.numel() == x.numel() &&
+                    y.rank() >= 1 && y.dim(-1) == x.dim(-1) &&
+                    (gain.dim(0) == 0 || rstd.numel() == x.numel() / gain.dim(0));
+    if (!ok)
+        throw std::invalid_argument(
+            fmt::format("{}: expected x [N, d], gain [d], y/dy [N, d], rstd [N]; got x {}, "
+                        "gain {}, y/dy {}, rstd {}",
+                        op, shape_string(x.shape()), shape_string(gain.shape()), shape_string(y.shape()),
+                        shape_string(rstd.shape())));
+    return gain.dim(0) == 0 ? 0 : x.numel() / gain.dim(0);
+}
+
+}  // namespace
+
+// rstd[n] = 1 / sqrt(sum_j x[n,j]^2 / d + eps)     (double, rounded once to float)
+// y[n,j]  = (x[n,j] * rstd[n]) * gain[j]           (float, the order of HF LlamaRMSNorm)
+void CpuOps::rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& gain, float eps) {
+    const int64_t n_rows = check_rmsnorm("rmsnorm_forward", y, rstd, x, gain), d = gain.dim(0);
+    const float* xp = x.f32();
+    const float* g = gain.f32();
+    float* yp = y.f32();
+    float* rs = rstd.f32();
+    for (int64_t n = 0; n < n_rows; ++n) {
+        const float* xr = xp + n * d;
+        double ss = 0.0;
+        for (int64_t j = 0; j < d; ++j) ss += static_cast<double>(xr[j]) * xr[j];
+        const float r = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(d) + eps));
+        rs[n] = r;
+        float* yr = yp + n * d;
+        for (int64_t j = 0; j < d; ++j) yr[j] = (xr[j] * r) * g[j];
+    }
+}
+
+// With u = dy * gain:
+//   dx[n,j]  += rstd * (u_j - x_j * rstd^2 * mean_k(u_k x_k))
+//   dgain[j] += sum_n dy[n,j] * x[n,j] * rstd[n]       (summed over rows in row order, in double)
+void CpuOps::rmsnorm_backward(Tensor& dx, Tensor& dgain, const Tensor& dy, const Tensor& x, const Tensor& gain,
+                              const Tensor& rstd) {
+    const int64_t n_rows = check_rmsnorm("rmsnorm_backward", dy, rstd, x, gain), d = gain.dim(0);
+    if (dx.numel() != x.numel() || dgain.numel() != d)
+        throw std::invalid_argument(fmt::format("rmsnorm_backward: dx {} / dgain {} do not match x {} / gain {}",
+                                                shape_string(dx.shape()), shape_string(dgain.shape()),
+                                                shape_string(x.shape()), shape_string(gain.shape())));
+    const float* xp = x.f32();
+    const float* dyp = dy.f32();
+    const float* g = gain.f32();
+    const float* rs = rstd.f32();
+    float* dxp = dx.f32();
+    std::vector<double> dgain_acc(static_cast<size_t>(d), 0.0);
+    for (int64_t n = 0; n < n_rows; ++n) {
+        const float* xr = xp + n * d;
+        const float* dyr = dyp + n * d;
+        const float r = rs[n];
+        double dot = 0.0;  // sum_k (dy_k gain_k) x_k
+        for (int64_t k = 0; k < d; ++k) dot += static_cast<double>(dyr[k] * g[k]) * xr[k];
+        const float c = static_cast<float>(static_cast<double>(r) * r * (dot / static_cast<double>(d)));
+        float* dxr = dxp + n * d;
+        for (int64_t j = 0; j < d; ++j) {
+            dxr[j] += r * (dyr[j] * g[j] - xr[j] * c);
+            dgain_acc[static_cast<size_t>(j)] += static_cast<double>(dyr[j] * xr[j] * r);
+        }
+    }
+    float* dg = dgain.f32();
+    for (int64_t j = 0; j < d; ++j) dg[j] += static_cast<float>(dgain_acc[static_cast<size_t>(j)]);
+}
+
+}  // namespace nb

@@ -1,0 +1,279 @@
+#include "data/token_files.h"
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "error.h"
+
+namespace nb {
+
+// Shards are little-endian and mapped as they are: no byte swapping.
+static_assert(std::endian::native == std::endian::little, "llm.c shards are read in place on little-endian hosts");
+
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const std::string& problem) {
+    throw RuntimeError(fmt::format("data '{}': {}", path, problem));
+}
+
+bool has_glob_chars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
+
+bool ends_with_bin(const std::string& s) { return s.size() >= 4 && s.compare(s.size() - 4, 4, ".bin") == 0; }
+
+// Opens for reading and returns the descriptor and size, refusing directories and anything not a regular file.
+int open_regular_file(const std::string& path, size_t* size_bytes) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail(path, fmt::format("cannot open: {}", std::strerror(errno)));
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+        int err = errno;
+        ::close(fd);
+        fail(path, fmt::format("cannot stat: {}", std::strerror(err)));
+    }
+    if (S_ISDIR(st.st_mode)) {
+        ::close(fd);
+        fail(path, "is a directory; expected a text file, an llm.c shard (.bin) or a glob of shards");
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        fail(path, "is not a regular file");
+    }
+    *size_bytes = static_cast<size_t>(st.st_size);
+    return fd;
+}
+
+// Reads exactly size_bytes from fd (read(2) may return less than asked).
+void read_exactly(int fd, void* dst, size_t size_bytes, const std::string& path) {
+    uint8_t* p = static_cast<uint8_t*>(dst);
+    while (size_bytes > 0) {
+        ssize_t got = ::read(fd, p, size_bytes);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) fail(path, fmt::format("read failed: {}", std::strerror(errno)));
+        if (got == 0) fail(path, "file shrank while being read");
+        p += got;
+        size_bytes -= static_cast<size_t>(got);
+    }
+}
+
+// Checks the 256-int32 header against the file size; returns the number of tokens.
+int64_t check_llmc_header(const int32_t* header, size_t file_bytes, const std::string& path) {
+    if (header[0] != kLlmcShardMagic)
+        fail(path, fmt::format("wrong magic {} in the header, expected {} (not an llm.c token shard)", header[0],
+                               kLlmcShardMagic));
+    if (header[1] != kLlmcShardVersion)
+        fail(path, fmt::format("unsupported shard version {}, expected {} (uint16 tokens)", header[1],
+                               kLlmcShardVersion));
+    const int64_t header_tokens = header[2];
+    const uint64_t token_bytes = file_bytes - kLlmcHeaderBytes;
+    if (header_tokens < 0 || static_cast<uint64_t>(header_tokens) * sizeof(uint16_t) != token_bytes)
+        fail(path, fmt::format("header says {} tokens but the file holds {} bytes of tokens (expected {})",
+                               header_tokens, token_bytes, header_tokens * int64_t(sizeof(uint16_t))));
+    if (header_tokens == 0) fail(path, "the shard holds zero tokens");
+    return header_tokens;
+}
+
+}  // namespace
+
+// ---- TokenFile ----
+
+TokenFile TokenFile::read_text(const std::string& path) {
+    size_t file_bytes = 0;
+    int fd = open_regular_file(path, &file_bytes);
+    std::vector<uint8_t> bytes(file_bytes);
+    try {
+        read_exactly(fd, bytes.data(), file_bytes, path);
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+    ::close(fd);
+    if (file_bytes == 0) fail(path, "empty file (0 bytes), no tokens to train on");
+
+    TokenFile f;
+    f.path_ = path;
+    f.owned_.assign(bytes.begin(), bytes.end());  // token = byte value, 0..255
+    return f;
+}
+
+TokenFile TokenFile::map_llmc_shard(const std::string& path) {
+    size_t file_bytes = 0;
+    int fd = open_regular_file(path, &file_bytes);
+    if (file_bytes == 0) {
+        ::close(fd);
+        fail(path, "empty file (0 bytes), expected an llm.c token shard");
+    }
+    if (file_bytes < kLlmcHeaderBytes) {
+        ::close(fd);
+        fail(path, fmt::format("truncated header: the file holds {} bytes, an llm.c shard header is {} bytes",
+                               file_bytes, kLlmcHeaderBytes));
+    }
+    // Read and check the header before mapping, so a wrong file costs no mapping.
+    int32_t header[256];
+    try {
+        read_exactly(fd, header, kLlmcHeaderBytes, path);
+        check_llmc_header(header, file_bytes, path);
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+    void* base = ::mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    int map_errno = errno;
+    ::close(fd);  // the mapping keeps the file alive
+    if (base == MAP_FAILED) fail(path, fmt::format("cannot mmap {} bytes: {}", file_bytes, std::strerror(map_errno)));
+
+    TokenFile f;
+    f.path_ = path;
+    f.map_base_ = base;
+    f.map_bytes_ = file_bytes;
+    f.mapped_tokens_ = header[2];
+    return f;
+}
+
+TokenFile::TokenFile(TokenFile&& other) noexcept
+    : path_(std::move(other.path_)),
+      owned_(std::move(other.owned_)),
+      map_base_(std::exchange(other.map_base_, nullptr)),
+      map_bytes_(std::exchange(other.map_bytes_, 0)),
+      mapped_tokens_(std::exchange(other.mapped_tokens_, 0)) {}
+
+TokenFile& TokenFile::operator=(TokenFile&& other) noexcept {
+    if (this != &other) {
+        unmap();
+        path_ = std::move(other.path_);
+        owned_ = std::move(other.owned_);
+        map_base_ = std::exchange(other.map_base_, nullptr);
+        map_bytes_ = std::exchange(other.map_bytes_, 0);
+        mapped_tokens_ = std::exchange(other.mapped_tokens_, 0);
+    }
+    return *this;
+}
+
+TokenFile::~TokenFile() { unmap(); }
+
+void TokenFile::unmap() {
+    if (map_base_) ::munmap(map_base_, map_bytes_);
+    map_base_ = nullptr;
+    map_bytes_ = 0;
+    mapped_tokens_ = 0;
+}
+
+std::span<const uint16_t> TokenFile::tokens() const {
+    if (map_base_) {
+        // The header is 1024 bytes, so the tokens are 2-byte aligned within the page-aligned mapping.
+        const auto* first = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(map_base_) + kLlmcHeaderBytes);
+        return {first, static_cast<size_t>(mapped_tokens_)};
+    }
+    return {owned_.data(), owned_.size()};
+}
+
+// ---- TokenCorpus ----
+
+namespace {
+
+std::vector<std::string> expand_glob(const std::string& pattern) {
+    glob_t g{};
+    // No GLOB_ERR: a folder in the pattern that does not exist means "no match", not a read error.
+    int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
+    std::vector<std::string> matches;
+    if (rc == 0)
+        for (size_t i = 0; i < g.gl_pathc; i++) matches.emplace_back(g.gl_pathv[i]);
+    ::globfree(&g);
+    if (rc == GLOB_NOMATCH || (rc == 0 && matches.empty()))
+        throw RuntimeError(fmt::format("data: no file matches '{}'", pattern));
+    if (rc != 0) throw RuntimeError(fmt::format("data: cannot expand the glob '{}' (read error)", pattern));
+    // glob(3) sorts by the locale's collation; sort bytewise so the order is the same on every machine.
+    std::sort(matches.begin(), matches.end());
+    return matches;
+}
+
+}  // namespace
+
+TokenCorpus TokenCorpus::open(const std::string& path_or_glob) {
+    TokenCorpus c;
+    c.source_ = path_or_glob;
+    if (path_or_glob.empty()) throw RuntimeError("data: the data path is empty");
+
+    if (has_glob_chars(path_or_glob)) {
+        c.format_ = TokenFormat::llmc_shard;
+        for (const std::string& match : expand_glob(path_or_glob)) {
+            if (!ends_with_bin(match))
+                throw RuntimeError(fmt::format(
+                    "data: '{}' (matched by '{}') is not an llm.c shard: a glob may only match .bin shards", match,
+                    path_or_glob));
+            c.files_.push_back(TokenFile::map_llmc_shard(match));
+        }
+    } else if (ends_with_bin(path_or_glob)) {
+        c.format_ = TokenFormat::llmc_shard;
+        c.files_.push_back(TokenFile::map_llmc_shard(path_or_glob));
+    } else {
+        c.format_ = TokenFormat::text_bytes;
+        c.files_.push_back(TokenFile::read_text(path_or_glob));
+    }
+    for (const TokenFile& f : c.files_) c.num_tokens_ += f.num_tokens();
+    return c;
+}
+
+uint16_t TokenCorpus::max_token() const {
+    if (max_token_ < 0) {
+        uint16_t m = 0;
+        for (const TokenFile& f : files_)
+            for (uint16_t t : f.tokens()) m = std::max(m, t);
+        max_token_ = m;
+    }
+    return static_cast<uint16_t>(max_token_);
+}
+
+std::string TokenCorpus::describe() const {
+    if (format_ == TokenFormat::text_bytes)
+        return fmt::format("text file '{}' ({} tokens, bytes, vocab 256)", source_, num_tokens_);
+    return fmt::format("{} llm.c shard{} '{}' ({} tokens)", files_.size(), files_.size() == 1 ? "" : "s", source_,
+                       num_tokens_);
+}
+
+// ---- writing shards ----
+
+void write_llmc_shard(const std::string& path, const std::vector<uint16_t>& tokens) {
+    if (tokens.size() > static_cast<size_t>(INT32_MAX))
+        throw RuntimeError(fmt::format("data '{}': {} tokens do not fit an llm.c shard header (at most {})", path,
+                                       tokens.size(), INT32_MAX));
+    int32_t header[256] = {};
+    header[0] = kLlmcShardMagic;
+    header[1] = kLlmcShardVersion;
+    header[2] = static_cast<int32_t>(tokens.size());
+
+    const std::string tmp_path = path + ".tmp";
+    std::FILE* f = std::fopen(tmp_path.c_str(), "wb");
+    if (!f) throw RuntimeError(fmt::format("data '{}': cannot create: {}", tmp_path, std::strerror(errno)));
+    bool ok = std::fwrite(header, 1, kLlmcHeaderBytes, f) == kLlmcHeaderBytes;
+    ok = ok && std::fwrite(tokens.data(), sizeof(uint16_t), tokens.size(), f) == tokens.size();
+    int write_errno = errno;
+    if (std::fclose(f) != 0 && ok) {
+        ok = false;
+        write_errno = errno;
+    }
+    if (!ok) {
+        std::remove(tmp_path.c_str());
+        throw RuntimeError(fmt::format("data '{}': write failed: {}", tmp_path, std::strerror(write_errno)));
+    }
+    if (std::rename(tmp_path.c_str(), path.c_str()) != 0) {
+        int err = errno;
+        std::remove(tmp_path.c_str());
+        throw RuntimeError(fmt::format("data '{}': cannot rename '{}' into place: {}", path, tmp_path,
+                                       std::strerror(err)));
+    }
+}
+
+}  // namespace nb

@@ -1,0 +1,23 @@
+// Errors that reach the user as one line `nobubble: error: ...`.
+//
+// UsageError: the command line, config or preset asks for something impossible (exit code 2).
+// RuntimeError: a file, the data or the machine fails us during the run (exit code 1).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace nb {
+
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct RuntimeError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+constexpr int kExitUsage = 2;
+constexpr int kExitRuntime = 1;
+
+}  // namespace nb

@@ -1,0 +1,81 @@
+// The op interface: everything a layer or optimizer computes goes through here.
+//
+// One interface, two backends: `CpuOps` (src/cpu/, fp32, the deterministic reference) and, later, `CudaOps`
+// (cuda/). Layer code never knows which backend it runs on.
+//
+// Conventions, shared by every backend:
+// - Row-major tensors; a "row" is one token: N = batch * seq_len rows.
+// - Linear weights are stored [out, in] (as torch.nn.Linear), so y = x W^T.
+// - Every backward ACCUMULATES (+=) into every gradient it writes, activation gradients included; callers
+//   zero buffers before the first contribution. One rule for all ops keeps residual and tied-weight
+//   gradients simple, and makes a microbatch's weight gradients add onto the running sum in a fixed order.
+// - Results are bitwise deterministic: same inputs, same bits, for any thread count.
+#pragma once
+
+#include "tensor.h"
+
+namespace nb {
+
+class Ops {
+public:
+    virtual ~Ops() = default;
+    virtual Device device() const = 0;
+
+    // ---- linear: y[N,out] = x[N,in] W[out,in]^T ----
+    virtual void linear_forward(Tensor& y, const Tensor& x, const Tensor& w) = 0;
+    // dx[N,in] += dy W ; dw[out,in] += dy^T x. Either output may be undefined (not wanted).
+    virtual void linear_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w) = 0;
+
+    // ---- embedding: out[N,d] = table[tokens[n], :] ----
+    virtual void embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& table) = 0;
+    // dtable[tokens[n], :] += dout[n, :], summed in row order (no atomics: deterministic).
+    virtual void embedding_backward(Tensor& dtable, const Tensor& tokens, const Tensor& dout) = 0;
+
+    // ---- RMSNorm over the last dim d: rstd[n] = 1/sqrt(mean_j x[n,j]^2 + eps); y = x * rstd * gain ----
+    virtual void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& gain, float eps) = 0;
+    // dx += rstd * (dy*gain - x * rstd^2 * mean_j(dy*gain*x)) ; dgain += sum_n dy * x * rstd
+    virtual void rmsnorm_backward(Tensor& dx, Tensor& dgain, const Tensor& dy, const Tensor& x, const Tensor& gain,
+                                  const Tensor& rstd) = 0;
+
+    // ---- RoPE (rotate-half convention, as HF LLaMA) on x[N, heads, head_dim], position = n % seq_len ----
+    // For i < head_dim/2, angle = pos * theta^(-2i/head_dim):
+    //   out[i]          = x[i] cos - x[i+half] sin
+    //   out[i+half]     = x[i+half] cos + x[i] sin
+    virtual void rope_forward(Tensor& out, const Tensor& x, int64_t seq_len, float theta) = 0;
+    // The rotation is orthogonal: din += rotate(dout, -angle).
+    virtual void rope_backward(Tensor& din, const Tensor& dout, int64_t seq_len, float theta) = 0;
+
+    // ---- causal grouped-query attention, scale 1/sqrt(head_dim) ----
+    // q[B,T,H,hd], k/v[B,T,KV,hd] with H % KV == 0 (query head h reads kv head h / (H/KV)).
+    // out[B,T,H,hd]; lse[B,H,T] = log-sum-exp of each row of scaled scores (what backward needs).
+    virtual void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v) = 0;
+    virtual void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q,
+                                    const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) = 0;
+
+    // ---- SwiGLU: out = silu(gate) * up, silu(z) = z / (1 + exp(-z)) ----
+    virtual void swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up) = 0;
+    virtual void swiglu_backward(Tensor& dgate, Tensor& dup, const Tensor& dout, const Tensor& gate,
+                                 const Tensor& up) = 0;
+
+    // ---- softmax cross-entropy per row: loss[n] = lse[n] - logits[n, target[n]] ----
+    virtual void cross_entropy_forward(Tensor& loss, Tensor& lse, const Tensor& logits, const Tensor& targets) = 0;
+    // dlogits += dloss * (softmax(logits) - onehot(target)) ; dloss is the same for every row (1/N for a mean).
+    virtual void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& lse,
+                                        const Tensor& targets, float dloss) = 0;
+
+    // ---- element-wise and reductions ----
+    virtual void add_inplace(Tensor& a, const Tensor& b) = 0;  // a += b
+    virtual void scale_inplace(Tensor& a, float s) = 0;        // a *= s
+    // Sum of x (resp. x^2), accumulated in double in index order.
+    virtual double sum(const Tensor& x) = 0;
+    virtual double sum_squares(const Tensor& x) = 0;
+
+    // ---- optimizer kernels ----
+    // One AdamW step exactly as torch.optim.AdamW (decoupled decay, bias correction):
+    //   p *= 1 - lr*wd ; m = b1 m + (1-b1) g ; v = b2 v + (1-b2) g^2
+    //   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+    virtual void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,
+                              float beta2, float eps, float weight_decay, int64_t step) = 0;
+};
+
+}  // namespace nb

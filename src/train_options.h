@@ -1,0 +1,36 @@
+// Everything `nobubble train` is told, after the command line and config file are parsed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/config.h"
+#include "optim/adamw.h"
+#include "optim/lr_schedule.h"
+
+namespace nb {
+
+struct TrainOptions {
+    ModelConfig model;
+    std::string data_path;          // --data: text file (bytes) or llm.c shards (*.bin, glob)
+    std::string val_data_path;      // --val-data: optional separate validation corpus
+    double val_fraction = 0.1;      // --val-fraction: held back from --data when --val-data is absent
+    int64_t micro_batch_size = 8;   // --micro-batch-size
+    int64_t num_microbatches = 1;   // --num-microbatches (gradient accumulation steps)
+    int64_t seq_length = 256;       // --seq-length
+    int64_t train_iters = 100;      // --train-iters (optimizer steps)
+    LrScheduleConfig lr;            // --lr, --min-lr, --lr-warmup-iters, --lr-decay-style, ...
+    AdamWConfig adamw;              // --adam-beta1, --adam-beta2, --adam-eps, --weight-decay
+    double clip_grad = 1.0;         // --clip-grad (0: off)
+    uint64_t seed = 1234;           // --seed
+    int64_t eval_interval = 0;      // --eval-interval (0: only at the end)
+    int64_t eval_iters = 10;        // --eval-iters (batches of num_microbatches microbatches)
+    int64_t log_interval = 10;      // --log-interval
+    std::string metrics_path;       // --metrics FILE.jsonl
+
+    int64_t tokens_per_iter() const { return micro_batch_size * num_microbatches * seq_length; }
+    // Throws UsageError naming the flag for impossible values (the model validates itself).
+    void validate() const;
+};
+
+}  // namespace nb

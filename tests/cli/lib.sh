@@ -1,0 +1,44 @@
+# Shared by the command-line tests: counting checks and running the program with a time limit.
+# Usage in a test: source lib.sh; NB=$1; WORK=$2; ...checks...; finish
+set -u
+NB=${1:?usage: test.sh NOBUBBLE WORKDIR}
+WORK=${2:?usage: test.sh NOBUBBLE WORKDIR}
+rm -rf "$WORK" && mkdir -p "$WORK"
+PASSED=0
+FAILED=0
+
+pass() { PASSED=$((PASSED + 1)); echo "ok: $1"; }
+fail() { FAILED=$((FAILED + 1)); echo "FAIL: $1"; }
+
+# expect_error CODE PATTERN CMD...: exit code CODE, stderr exactly one line `nobubble: error: ...PATTERN...`.
+expect_error() {
+  local code=$1 pattern=$2
+  shift 2
+  local err="$WORK/stderr" rc=0
+  timeout 60 "$@" >/dev/null 2>"$err" || rc=$?
+  local lines first
+  lines=$(wc -l <"$err")
+  first=$(head -n 1 "$err")
+  if [ "$rc" = "$code" ] && [ "$lines" = 1 ] && [[ "$first" == "nobubble: error: "* ]] && grep -q -- "$pattern" "$err"; then
+    pass "exit $code, '$first'"
+  else
+    fail "expected exit $code and one line matching '$pattern' from: $* ; got exit $rc and: $(cat "$err")"
+  fi
+}
+
+# A tiny model that trains in well under a second per step.
+TINY_FLAGS=(--model tiny --num-layers 2 --hidden-size 64 --ffn-hidden-size 96 --num-attention-heads 4
+            --num-query-groups 2 --micro-batch-size 2 --seq-length 32 --lr 1e-3 --eval-iters 1 --log-interval 1)
+
+# A small text corpus made here, deterministic.
+make_corpus() {
+  local out=$1
+  for i in $(seq 1 400); do echo "line $i: the quick brown fox jumps over the lazy dog $((i * 7919 % 1000))"; done >"$out"
+}
+
+hash_of() { grep '^final weights sha256 ' "$1" | awk '{print $4}'; }
+
+finish() {
+  echo "$PASSED passed, $FAILED failed"
+  [ "$FAILED" = 0 ]
+}
