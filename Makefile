@@ -39,12 +39,17 @@ run: setup build $(FORTUNES)
 bench: build
 	$(NOBUBBLE) bench ops
 
-# Header-only dependencies for a GPU machine without a package registry (run/gpu_check.sh carries them).
+# Dependencies for a GPU machine without a package registry, unpacked under .deps/prefix (run/gpu_check.sh
+# uses them; the device tool carries the folder): CLI11, fmt, doctest headers and OpenBLAS with its runtime.
+GPU_DEBS := libcli11-dev libfmt-dev libfmt9 doctest-dev libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread \
+            libgfortran5 libquadmath0
 gpu-deps:
 	rm -rf .deps && mkdir -p .deps/debs .deps/prefix
-	cd .deps/debs && apt-get download libcli11-dev libfmt-dev libfmt9 doctest-dev
+	cd .deps/debs && apt-get download $(GPU_DEBS)
 	for f in .deps/debs/*.deb; do dpkg -x $$f .deps/prefix; done
-	@echo "gpu-deps: headers under .deps/prefix/usr (carry .deps)"
+	rm -rf .deps/debs .deps/prefix/usr/share/doc .deps/prefix/usr/share/man
+	find .deps/prefix -name '*.a' -delete  # static archives: not linked, and too big to carry
+	@du -sh .deps; echo "gpu-deps: unpacked under .deps/prefix (carry .deps)"
 
 clean:
 	rm -rf $(BUILD)

@@ -6,8 +6,9 @@
 // the stash. Activation memory of a stage is therefore the stashes it holds in flight.
 //
 // Data between layers is the residual stream x[N, hidden], N = batch * seq_len. The embedding reads token
-// ids from the microbatch instead of an input; the head's output is the mean loss as a [1] tensor, and
-// backward's dout for the head is d(objective)/d(mean loss) (1 for one microbatch).
+// ids from the microbatch instead of an input; the head's output is the mean loss as a host [1] tensor, and
+// backward's dout for the head is d(objective)/d(mean loss) (1 for one microbatch), also a host [1] tensor.
+// Everything else lives on the backend's device, in its activation dtype (see src/ops.h).
 #pragma once
 
 #include <memory>
@@ -21,8 +22,8 @@
 namespace nb {
 
 struct Microbatch {
-    Tensor tokens;   // i32 [batch_size * seq_len]
-    Tensor targets;  // i32 [batch_size * seq_len]
+    Tensor tokens;   // i32 [batch_size * seq_len], on the backend's device
+    Tensor targets;  // i32 [batch_size * seq_len], on the backend's device
     int64_t batch_size = 0;
     int64_t seq_len = 0;
     int64_t rows() const { return batch_size * seq_len; }
@@ -37,7 +38,7 @@ struct Stash {
 // The tensors a layer reads and writes, handed in by whoever runs it.
 struct LayerContext {
     Ops& ops;
-    const TensorSet& weights;
+    const TensorSet& weights;  // the compute copy (activation dtype; the f32 master itself on the CPU)
     TensorSet* grads;  // null for forward-only (evaluation)
     const Microbatch& batch;
 };

@@ -29,15 +29,15 @@ public:
     Tensor forward(const LayerContext& ctx, const Tensor& x, Stash* stash) const override {
         Ops& ops = ctx.ops;
         const int64_t n = ctx.batch.rows();
-        Tensor rstd = Tensor::zeros({n});
-        Tensor h = Tensor::zeros({n, hidden_});
+        Tensor rstd = ops.f32_zeros({n});
+        Tensor h = ops.activation({n, hidden_});
         ops.rmsnorm_forward(h, rstd, x, ctx.weights[norm_], eps_);
-        Tensor logits = Tensor::zeros({n, vocab_});
+        Tensor logits = ops.activation({n, vocab_});
         ops.linear_forward(logits, h, ctx.weights[head_]);
-        Tensor row_loss = Tensor::zeros({n});
-        Tensor lse = Tensor::zeros({n});
+        Tensor row_loss = ops.f32_zeros({n});
+        Tensor lse = ops.f32_zeros({n});
         ops.cross_entropy_forward(row_loss, lse, logits, ctx.batch.targets);
-        Tensor loss = Tensor::zeros({1});
+        Tensor loss = Tensor::zeros({1});  // a host scalar on every backend
         loss.f32()[0] = static_cast<float>(ops.sum(row_loss) / static_cast<double>(n));
         if (stash) stash->saved = {x, rstd, h, logits, lse};
         return loss;
@@ -49,11 +49,11 @@ public:
         const auto& s = stash.saved;
         const int64_t n = ctx.batch.rows();
         const float dloss = dout.f32()[0] / static_cast<float>(n);
-        Tensor dlogits = Tensor::zeros({n, vocab_});
+        Tensor dlogits = ops.activation({n, vocab_});
         ops.cross_entropy_backward(dlogits, s[kLogits], s[kLse], ctx.batch.targets, dloss);
-        Tensor dh = Tensor::zeros({n, hidden_});
+        Tensor dh = ops.activation({n, hidden_});
         ops.linear_backward(dh, g[head_], dlogits, s[kH], ctx.weights[head_]);
-        Tensor dx = Tensor::zeros({n, hidden_});
+        Tensor dx = ops.activation({n, hidden_});
         ops.rmsnorm_backward(dx, g[norm_], dh, s[kX], ctx.weights[norm_], s[kRstd]);
         return dx;
     }

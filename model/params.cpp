@@ -1,5 +1,7 @@
 #include "model/params.h"
 
+#include "ops.h"
+
 namespace nb {
 
 const char* param_kind_name(ParamKind kind) {
@@ -29,10 +31,31 @@ int ParamLayout::index_of(const std::string& name) const {
     return -1;
 }
 
-TensorSet TensorSet::zeros(const ParamLayout& layout) {
+TensorSet TensorSet::zeros(const ParamLayout& layout, DType dtype, Device device) {
     TensorSet set;
-    for (const auto& p : layout.params()) set.tensors.push_back(Tensor::zeros(p.shape));
+    for (const auto& p : layout.params()) set.tensors.push_back(Tensor::zeros(p.shape, dtype, device));
     return set;
+}
+
+TensorSet TensorSet::to(Device device) const {
+    TensorSet set;
+    for (const auto& t : tensors) set.tensors.push_back(t.to(device));
+    return set;
+}
+
+TensorSet make_compute_weights(Ops& ops, const TensorSet& master) {
+    if (ops.activation_dtype() == DType::f32) return master;  // shares the tensors
+    TensorSet compute;
+    for (const auto& t : master.tensors) compute.tensors.push_back(ops.zeros(t.shape(), ops.activation_dtype()));
+    refresh_compute_weights(ops, master, compute);
+    return compute;
+}
+
+void refresh_compute_weights(Ops& ops, const TensorSet& master, TensorSet& compute) {
+    for (int i = 0; i < master.size(); ++i) {
+        if (compute[i].data() == master[i].data()) continue;  // the same tensor: nothing to refresh
+        ops.cast(compute[i], master[i]);
+    }
 }
 
 void TensorSet::zero() {

@@ -41,11 +41,20 @@ private:
 struct TensorSet {
     std::vector<Tensor> tensors;
 
-    static TensorSet zeros(const ParamLayout& layout);
+    static TensorSet zeros(const ParamLayout& layout, DType dtype = DType::f32, Device device = Device::cpu);
+    // The same tensors on `device` (a copy unless they are already there).
+    TensorSet to(Device device) const;
     Tensor& operator[](int i) { return tensors.at(static_cast<size_t>(i)); }
     const Tensor& operator[](int i) const { return tensors.at(static_cast<size_t>(i)); }
     int size() const { return static_cast<int>(tensors.size()); }
     void zero();
 };
+
+class Ops;
+
+// The weights layers compute with. Where the backend computes in f32 this is the master TensorSet itself (no
+// copy); otherwise a copy in the activation dtype, refreshed from the master after every optimizer step.
+TensorSet make_compute_weights(Ops& ops, const TensorSet& master);
+void refresh_compute_weights(Ops& ops, const TensorSet& master, TensorSet& compute);
 
 }  // namespace nb

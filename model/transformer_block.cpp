@@ -61,36 +61,36 @@ public:
         const float eps = static_cast<float>(c_.norm_eps), theta = static_cast<float>(c_.rope_theta);
 
         // Attention half.
-        Tensor rstd1 = Tensor::zeros({N});
-        Tensor h1 = Tensor::zeros({N, d});
+        Tensor rstd1 = ops.f32_zeros({N});
+        Tensor h1 = ops.activation({N, d});
         ops.rmsnorm_forward(h1, rstd1, x, w[p_.attn_norm], eps);
-        Tensor q_lin = Tensor::zeros({N, d}), k_lin = Tensor::zeros({N, KV * hd}), v = Tensor::zeros({N, KV * hd});
+        Tensor q_lin = ops.activation({N, d}), k_lin = ops.activation({N, KV * hd}), v = ops.activation({N, KV * hd});
         ops.linear_forward(q_lin, h1, w[p_.wq]);
         ops.linear_forward(k_lin, h1, w[p_.wk]);
         ops.linear_forward(v, h1, w[p_.wv]);
-        Tensor q = Tensor::zeros({B, T, H, hd}), k = Tensor::zeros({B, T, KV, hd});
+        Tensor q = ops.activation({B, T, H, hd}), k = ops.activation({B, T, KV, hd});
         Tensor q3 = q.reshaped({N, H, hd}), k3 = k.reshaped({N, KV, hd});
         ops.rope_forward(q3, q_lin.reshaped({N, H, hd}), T, theta);
         ops.rope_forward(k3, k_lin.reshaped({N, KV, hd}), T, theta);
         Tensor v4 = v.reshaped({B, T, KV, hd});
-        Tensor attn = Tensor::zeros({B, T, H, hd}), lse = Tensor::zeros({B, H, T});
+        Tensor attn = ops.activation({B, T, H, hd}), lse = ops.f32_zeros({B, H, T});
         ops.attention_forward(attn, lse, q, k, v4);
         Tensor attn2 = attn.reshaped({N, d});
         Tensor x1 = x.clone();
-        Tensor proj = Tensor::zeros({N, d});
+        Tensor proj = ops.activation({N, d});
         ops.linear_forward(proj, attn2, w[p_.wo]);
         ops.add_inplace(x1, proj);
 
         // MLP half.
-        Tensor rstd2 = Tensor::zeros({N});
-        Tensor h2 = Tensor::zeros({N, d});
+        Tensor rstd2 = ops.f32_zeros({N});
+        Tensor h2 = ops.activation({N, d});
         ops.rmsnorm_forward(h2, rstd2, x1, w[p_.mlp_norm], eps);
-        Tensor gate = Tensor::zeros({N, f}), up = Tensor::zeros({N, f}), act = Tensor::zeros({N, f});
+        Tensor gate = ops.activation({N, f}), up = ops.activation({N, f}), act = ops.activation({N, f});
         ops.linear_forward(gate, h2, w[p_.w_gate]);
         ops.linear_forward(up, h2, w[p_.w_up]);
         ops.swiglu_forward(act, gate, up);
         Tensor x2 = x1.clone();
-        Tensor down = Tensor::zeros({N, d});
+        Tensor down = ops.activation({N, d});
         ops.linear_forward(down, act, w[p_.w_down]);
         ops.add_inplace(x2, down);
 
@@ -110,27 +110,27 @@ public:
 
         // MLP half: x2 = x1 + mlp(x1), so dx1 = dout + d mlp/dx1.
         Tensor dx1 = dout.clone();
-        Tensor dact = Tensor::zeros({N, f});
+        Tensor dact = ops.activation({N, f});
         ops.linear_backward(dact, g[p_.w_down], dout, s[kAct], w[p_.w_down]);
-        Tensor dgate = Tensor::zeros({N, f}), dup = Tensor::zeros({N, f});
+        Tensor dgate = ops.activation({N, f}), dup = ops.activation({N, f});
         ops.swiglu_backward(dgate, dup, dact, s[kGate], s[kUp]);
-        Tensor dh2 = Tensor::zeros({N, d});
+        Tensor dh2 = ops.activation({N, d});
         ops.linear_backward(dh2, g[p_.w_gate], dgate, s[kH2], w[p_.w_gate]);
         ops.linear_backward(dh2, g[p_.w_up], dup, s[kH2], w[p_.w_up]);
         ops.rmsnorm_backward(dx1, g[p_.mlp_norm], dh2, s[kX1], w[p_.mlp_norm], s[kRstd2]);
 
         // Attention half: x1 = x + attn(x), so dx = dx1 + d attn/dx.
         Tensor dx = dx1.clone();
-        Tensor dattn = Tensor::zeros({B, T, H, hd});
+        Tensor dattn = ops.activation({B, T, H, hd});
         Tensor dattn2 = dattn.reshaped({N, d});
         ops.linear_backward(dattn2, g[p_.wo], dx1, s[kAttn].reshaped({N, d}), w[p_.wo]);
-        Tensor dq = Tensor::zeros({B, T, H, hd}), dk = Tensor::zeros({B, T, KV, hd});
-        Tensor dv = Tensor::zeros({B, T, KV, hd});
+        Tensor dq = ops.activation({B, T, H, hd}), dk = ops.activation({B, T, KV, hd});
+        Tensor dv = ops.activation({B, T, KV, hd});
         ops.attention_backward(dq, dk, dv, dattn, s[kQ], s[kK], s[kV], s[kAttn], s[kLse]);
-        Tensor dq_lin = Tensor::zeros({N, H, hd}), dk_lin = Tensor::zeros({N, KV, hd});
+        Tensor dq_lin = ops.activation({N, H, hd}), dk_lin = ops.activation({N, KV, hd});
         ops.rope_backward(dq_lin, dq.reshaped({N, H, hd}), T, theta);
         ops.rope_backward(dk_lin, dk.reshaped({N, KV, hd}), T, theta);
-        Tensor dh1 = Tensor::zeros({N, d});
+        Tensor dh1 = ops.activation({N, d});
         ops.linear_backward(dh1, g[p_.wq], dq_lin.reshaped({N, d}), s[kH1], w[p_.wq]);
         ops.linear_backward(dh1, g[p_.wk], dk_lin.reshaped({N, KV * hd}), s[kH1], w[p_.wk]);
         ops.linear_backward(dh1, g[p_.wv], dv.reshaped({N, KV * hd}), s[kH1], w[p_.wv]);

@@ -18,8 +18,8 @@ void AdamWConfig::validate() const {
         throw UsageError(fmt::format("--weight-decay {} must be >= 0", weight_decay));
 }
 
-AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& cfg)
-    : cfg_(cfg), m_(TensorSet::zeros(layout)), v_(TensorSet::zeros(layout)) {
+AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& cfg, Device device)
+    : cfg_(cfg), m_(TensorSet::zeros(layout, DType::f32, device)), v_(TensorSet::zeros(layout, DType::f32, device)) {
     cfg_.validate();
     for (const auto& p : layout.params()) names_.push_back(p.name);
 }

@@ -26,7 +26,8 @@ struct AdamWConfig {
 class AdamW final : public Optimizer {
 public:
     // Allocates m and v (zeros) for every parameter of `layout`; validates `cfg`.
-    AdamW(const ParamLayout& layout, const AdamWConfig& cfg);
+    // The state (m, v: f32) lives on `device`, beside the weights it updates.
+    AdamW(const ParamLayout& layout, const AdamWConfig& cfg, Device device = Device::cpu);
 
     std::string name() const override { return "adamw"; }
     void step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) override;

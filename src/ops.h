@@ -10,6 +10,10 @@
 //   zero buffers before the first contribution. One rule for all ops keeps residual and tied-weight
 //   gradients simple, and makes a microbatch's weight gradients add onto the running sum in a fixed order.
 // - Results are bitwise deterministic: same inputs, same bits, for any thread count.
+// - Precision: a backend has an activation dtype (CPU: f32; CUDA: bf16). Activations, their gradients and the
+//   compute copy of the weights are in it; statistics (rstd, lse, per-row loss), parameter gradients, master
+//   weights and optimizer state are always f32. Each op below names which of its tensors are which.
+//   Activations and layer code allocate through zeros() so they land on the backend's device and dtype.
 #pragma once
 
 #include "tensor.h"
@@ -20,6 +24,20 @@ class Ops {
 public:
     virtual ~Ops() = default;
     virtual Device device() const = 0;
+    virtual DType activation_dtype() const = 0;
+
+    // A zero-filled tensor on this backend's device.
+    virtual Tensor zeros(const Shape& shape, DType dtype) = 0;
+    Tensor activation(const Shape& shape) { return zeros(shape, activation_dtype()); }
+    Tensor f32_zeros(const Shape& shape) { return zeros(shape, DType::f32); }
+    // dst = src converted to dst's dtype (f32 <-> activation dtype), same element count.
+    virtual void cast(Tensor& dst, const Tensor& src) = 0;
+    // Waits until every op issued so far has finished (a no-op where ops run synchronously, as on the CPU).
+    virtual void synchronize() {}
+
+    // In every op: x, y, dx, dy, q, k, v, gate, up, logits and their gradients are activations; w, table and gain
+    // are compute weights (activation dtype); dw, dtable, dgain are f32 parameter gradients; rstd, lse and loss
+    // are f32; tokens and targets are i32.
 
     // ---- linear: y[N,out] = x[N,in] W[out,in]^T ----
     virtual void linear_forward(Tensor& y, const Tensor& x, const Tensor& w) = 0;

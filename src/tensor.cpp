@@ -1,6 +1,9 @@
 #include "tensor.h"
 
-#include <cstdlib>
+#include "device_memory.h"
+#include "error.h"
+#include "host_allocator.h"
+
 #include <cstring>
 #include <new>
 #include <stdexcept>
@@ -12,12 +15,35 @@ namespace nb {
 size_t dtype_bytes(DType dtype) {
     switch (dtype) {
         case DType::f32: return 4;
+        case DType::bf16: return 2;
         case DType::i32: return 4;
     }
     return 0;
 }
 
-const char* dtype_name(DType dtype) { return dtype == DType::f32 ? "f32" : "i32"; }
+const char* dtype_name(DType dtype) {
+    switch (dtype) {
+        case DType::f32: return "f32";
+        case DType::bf16: return "bf16";
+        case DType::i32: return "i32";
+    }
+    return "?";
+}
+
+const char* device_name(Device device) { return device == Device::cpu ? "cpu" : "cuda"; }
+
+namespace {
+
+DeviceMemory* g_device_memory = nullptr;
+
+}  // namespace
+
+void register_device_memory(DeviceMemory* memory) { g_device_memory = memory; }
+
+DeviceMemory& device_memory() {
+    if (!g_device_memory) throw RuntimeError("no accelerator backend is running (this build or run has no CUDA)");
+    return *g_device_memory;
+}
 
 std::string shape_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
@@ -27,28 +53,39 @@ int64_t shape_numel(const Shape& shape) {
     return n;
 }
 
-// 64-byte aligned host memory, so SIMD loads never straddle a cache line at row starts.
+// Zero-filled memory: host blocks come from the caching allocator (64-byte aligned, so SIMD loads never
+// straddle a cache line at row starts), device blocks from the registered DeviceMemory.
 struct Tensor::Storage {
     void* ptr = nullptr;
     size_t bytes = 0;
-    explicit Storage(size_t n) : bytes(n) {
-        size_t rounded = (n + 63) / 64 * 64;
-        ptr = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-        if (!ptr) throw std::bad_alloc();
-        std::memset(ptr, 0, rounded == 0 ? 64 : rounded);
+    Device device = Device::cpu;
+    Storage(size_t n, Device d) : bytes(n), device(d) {
+        if (device == Device::cpu) {
+            ptr = host_allocate(n);
+            std::memset(ptr, 0, n);
+        } else {
+            ptr = device_memory().allocate(n);
+            device_memory().zero(ptr, n);
+        }
     }
-    ~Storage() { std::free(ptr); }
+    ~Storage() {
+        if (device == Device::cpu)
+            host_free(ptr, bytes);
+        else
+            device_memory().release(ptr, bytes);
+    }
     Storage(const Storage&) = delete;
     Storage& operator=(const Storage&) = delete;
 };
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype) {
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
     for (int64_t d : shape)
         if (d < 0) throw std::invalid_argument("Tensor::zeros: negative dimension in " + shape_string(shape));
     Tensor t;
     t.shape_ = shape;
     t.dtype_ = dtype;
-    t.storage_ = std::make_shared<Storage>(t.bytes());
+    t.device_ = device;
+    t.storage_ = std::make_shared<Storage>(t.bytes(), device);
     return t;
 }
 
@@ -64,15 +101,21 @@ void* Tensor::raw() const {
     return static_cast<char*>(storage_->ptr) + offset_bytes_;
 }
 
+void* Tensor::host_raw(const char* accessor) const {
+    if (device_ != Device::cpu)
+        throw std::logic_error(fmt::format("Tensor::{}() on a {} tensor: host access only", accessor, device_name(device_)));
+    return raw();
+}
+
 float* Tensor::f32() {
     if (dtype_ != DType::f32) throw std::logic_error("Tensor::f32() on a tensor of dtype " + std::string(dtype_name(dtype_)));
-    return static_cast<float*>(raw());
+    return static_cast<float*>(host_raw("f32"));
 }
 const float* Tensor::f32() const { return const_cast<Tensor*>(this)->f32(); }
 
 int32_t* Tensor::i32() {
     if (dtype_ != DType::i32) throw std::logic_error("Tensor::i32() on a tensor of dtype " + std::string(dtype_name(dtype_)));
-    return static_cast<int32_t*>(raw());
+    return static_cast<int32_t*>(host_raw("i32"));
 }
 const int32_t* Tensor::i32() const { return const_cast<Tensor*>(this)->i32(); }
 
@@ -94,7 +137,12 @@ Tensor Tensor::rows(int64_t begin, int64_t end) const {
     return t;
 }
 
-void Tensor::zero() { std::memset(raw(), 0, bytes()); }
+void Tensor::zero() {
+    if (device_ == Device::cpu)
+        std::memset(raw(), 0, bytes());
+    else
+        device_memory().zero(raw(), bytes());
+}
 
 void Tensor::fill(float value) {
     float* p = f32();
@@ -105,11 +153,21 @@ void Tensor::copy_from(const Tensor& other) {
     if (other.dtype_ != dtype_ || other.numel() != numel())
         throw std::logic_error(fmt::format("copy_from: {} {} <- {} {}", dtype_name(dtype_), shape_string(shape_),
                                            dtype_name(other.dtype_), shape_string(other.shape_)));
-    std::memmove(raw(), other.raw(), bytes());
+    if (device_ == Device::cpu && other.device_ == Device::cpu)
+        std::memmove(raw(), other.raw(), bytes());
+    else
+        device_memory().copy(raw(), device_, other.raw(), other.device_, bytes());
 }
 
 Tensor Tensor::clone() const {
-    Tensor t = zeros(shape_, dtype_);
+    Tensor t = zeros(shape_, dtype_, device_);
+    t.copy_from(*this);
+    return t;
+}
+
+Tensor Tensor::to(Device device) const {
+    if (device == device_) return *this;
+    Tensor t = zeros(shape_, dtype_, device);
     t.copy_from(*this);
     return t;
 }

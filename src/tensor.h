@@ -2,7 +2,9 @@
 //
 // Why so small: layers and ops need shape, element type and a pointer; everything else (autograd, strides,
 // broadcasting) is deliberately absent. Views share storage, so a stash can keep an activation alive
-// without copying it. Storage lives on one device; the CPU backend is the only one that allocates today.
+// without copying it. Storage lives on one device: host memory (caching allocator) or an accelerator's,
+// through the DeviceMemory its backend registers (src/device_memory.h). Element access from C++ (f32(),
+// i32()) is for host tensors only; kernels take data().
 #pragma once
 
 #include <cstddef>
@@ -14,7 +16,8 @@
 namespace nb {
 
 enum class Device : uint8_t { cpu, cuda };
-enum class DType : uint8_t { f32, i32 };
+enum class DType : uint8_t { f32, bf16, i32 };
+const char* device_name(Device device);
 
 size_t dtype_bytes(DType dtype);
 const char* dtype_name(DType dtype);
@@ -27,8 +30,8 @@ class Tensor {
 public:
     Tensor() = default;
 
-    // A new zero-filled CPU tensor.
-    static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
+    // A new zero-filled tensor.
+    static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
 
     bool defined() const { return storage_ != nullptr; }
     const Shape& shape() const { return shape_; }
@@ -37,9 +40,13 @@ public:
     int64_t numel() const { return shape_numel(shape_); }
     size_t bytes() const { return static_cast<size_t>(numel()) * dtype_bytes(dtype_); }
     DType dtype() const { return dtype_; }
-    Device device() const { return Device::cpu; }
+    Device device() const { return device_; }
 
-    // Typed access; throws if the dtype does not match.
+    // Raw storage pointer on the tensor's device (for kernels and copies).
+    void* data() { return raw(); }
+    const void* data() const { return raw(); }
+
+    // Typed host access; throws if the dtype does not match or the tensor is not on the host.
     float* f32();
     const float* f32() const;
     int32_t* i32();
@@ -51,10 +58,12 @@ public:
     Tensor rows(int64_t begin, int64_t end) const;
 
     void zero();
-    void fill(float value);
-    // Element-wise copy from a tensor of the same dtype and element count.
+    void fill(float value);  // host f32 only
+    // Element-wise copy from a tensor of the same dtype and element count, on any device.
     void copy_from(const Tensor& other);
     Tensor clone() const;
+    // A copy on `device` (this tensor itself if it is already there).
+    Tensor to(Device device) const;
 
 private:
     struct Storage;
@@ -62,7 +71,9 @@ private:
     size_t offset_bytes_ = 0;
     Shape shape_;
     DType dtype_ = DType::f32;
+    Device device_ = Device::cpu;
     void* raw() const;
+    void* host_raw(const char* accessor) const;
 };
 
 }  // namespace nb

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "model/config.h"
+#include "tensor.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 
@@ -12,6 +13,7 @@ namespace nb {
 
 struct TrainOptions {
     ModelConfig model;
+    Device device = Device::cpu;    // --device cpu | cuda
     std::string data_path;          // --data: text file (bytes) or llm.c shards (*.bin, glob)
     std::string val_data_path;      // --val-data: optional separate validation corpus
     double val_fraction = 0.1;      // --val-fraction: held back from --data when --val-data is absent
@@ -27,6 +29,12 @@ struct TrainOptions {
     int64_t eval_iters = 10;        // --eval-iters (batches of num_microbatches microbatches)
     int64_t log_interval = 10;      // --log-interval
     std::string metrics_path;       // --metrics FILE.jsonl
+
+    // Pipeline (the pipeline issue): the schedule and the number of stages. `train` without mpirun and with
+    // --stages 1 is the plain single-process loop.
+    std::string schedule = "1f1b";   // --schedule gpipe | 1f1b | 2bw | pipedream
+    int stages = 1;                  // --stages P (in-process stages, or the MPI world size under mpirun)
+    std::string clip_scope = "global";  // --clip-scope global | stage (2bw / pipedream clip per stage)
 
     int64_t tokens_per_iter() const { return micro_batch_size * num_microbatches * seq_length; }
     // Throws UsageError naming the flag for impossible values (the model validates itself).

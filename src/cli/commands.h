@@ -28,6 +28,10 @@ struct Command {
 Command add_train_command(CLI::App& app);
 Command add_info_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
+Command add_schedule_command(CLI::App& app);
+Command add_reference_command(CLI::App& app);
+// `bench gpu`, a subcommand of `bench` (src/cli/bench_gpu_command.cpp).
+Command add_bench_gpu_command(CLI::App& bench);
 
 // Splices the keys of `--config FILE.toml` (given after a subcommand) into args, before the command line's
 // own flags so that those win. args[0] is the program name.

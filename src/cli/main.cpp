@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     app.set_help_all_flag("--help-all", "Show help for every subcommand");
     const nb::cli::Command commands[] = {nb::cli::add_train_command(app), nb::cli::add_info_command(app),
-                                         nb::cli::add_bench_command(app)};
+                                         nb::cli::add_bench_command(app), nb::cli::add_schedule_command(app),
+                                         nb::cli::add_reference_command(app)};
     try {
         std::vector<std::string> args = nb::cli::expand_config_file(app, std::vector<std::string>(argv, argv + argc));
         std::vector<const char*> c_args;
@@ -43,7 +44,7 @@ int main(int argc, char** argv) {
     try {
         for (const auto& command : commands)
             if (command.app->parsed()) return command.run();
-        return fail("no subcommand given (train, info, bench)", nb::kExitUsage);
+        return fail("no subcommand given (train, info, bench, schedule)", nb::kExitUsage);
     } catch (const nb::UsageError& e) {
         return fail(e.what(), nb::kExitUsage);
     } catch (const nb::RuntimeError& e) {

@@ -12,6 +12,9 @@ namespace nb {
 class CpuOps final : public Ops {
 public:
     Device device() const override { return Device::cpu; }
+    DType activation_dtype() const override { return DType::f32; }
+    Tensor zeros(const Shape& shape, DType dtype) override { return Tensor::zeros(shape, dtype, Device::cpu); }
+    void cast(Tensor& dst, const Tensor& src) override;  // f32 only: the CPU backend has no bf16
 
     void linear_forward(Tensor& y, const Tensor& x, const Tensor& w) override;
     void linear_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w) override;

@@ -43,3 +43,15 @@ double CpuOps::sum_squares(const Tensor& x) {
 }
 
 }  // namespace nb
+
+namespace nb {
+
+// dst = src: the CPU backend computes in f32 only, so a cast is a copy between f32 tensors.
+void CpuOps::cast(Tensor& dst, const Tensor& src) {
+    if (dst.dtype() != DType::f32 || src.dtype() != DType::f32)
+        throw std::invalid_argument(fmt::format("cast: the CPU backend has no {} <- {} conversion",
+                                                dtype_name(dst.dtype()), dtype_name(src.dtype())));
+    dst.copy_from(src);
+}
+
+}  // namespace nb

@@ -1,0 +1,108 @@
+// One AdamW step on f32 tensors, the same arithmetic as the CPU reference (src/cpu/adamw.cpp, which matches
+// torch.optim.AdamW's single-tensor path bit for bit):
+//
+//   p = p * decay                                  decay = f32(1 - lr*wd)
+//   m = fma(1-b1, g, m * b1)                       one rounding for the add (torch's fused add_ with alpha)
+//   v = fma((1-b2) * g, g, v * b2)                 likewise for addcmul_
+//   denom = sqrt(v) / f32(sqrt(1 - b2^t)) + eps    true IEEE sqrt and division
+//   p = p + (f32(-lr / (1 - b1^t)) * m) / denom
+//
+// The scalars are computed on the host in double and rounded to float exactly as the CPU does (same code,
+// same libm). On the device every operation uses an explicitly rounded intrinsic (__fmul_rn, __fadd_rn,
+// __fmaf_rn, __fsqrt_rn, __fdiv_rn), so nvcc cannot contract or approximate anything: each element's result
+// is the CPU's bit for bit (the test allows a few ulps only as a margin).
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "cuda/bf16.cuh"
+#include "cuda/context.h"
+#include "cuda/cuda_check.h"
+#include "cuda/cuda_ops.h"
+
+namespace nb::cuda {
+
+namespace {
+
+struct AdamWScalars {
+    float decay;
+    float beta1, one_minus_beta1;
+    float beta2, one_minus_beta2;
+    float bc2_sqrt;
+    float neg_step_size;
+    float eps;
+};
+
+// Identical to adamw_scalars in src/cpu/adamw.cpp.
+AdamWScalars adamw_scalars(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+    const double lr_d = lr, b1 = beta1, b2 = beta2, t = static_cast<double>(step);
+    const double bias_correction1 = 1.0 - std::pow(b1, t);
+    const double bias_correction2 = 1.0 - std::pow(b2, t);
+    AdamWScalars s{};
+    s.decay = static_cast<float>(1.0 - lr_d * static_cast<double>(weight_decay));
+    s.beta1 = beta1;
+    s.one_minus_beta1 = static_cast<float>(1.0 - b1);
+    s.beta2 = beta2;
+    s.one_minus_beta2 = static_cast<float>(1.0 - b2);
+    s.bc2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
+    s.neg_step_size = static_cast<float>(-(lr_d / bias_correction1));
+    s.eps = eps;
+    return s;
+}
+
+__global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
+                             float* __restrict__ v, int64_t n, AdamWScalars s) {
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const float gi = g[i];
+        float pi = __fmul_rn(p[i], s.decay);
+        const float mi = __fmaf_rn(s.one_minus_beta1, gi, __fmul_rn(m[i], s.beta1));
+        const float vi = __fmaf_rn(__fmul_rn(s.one_minus_beta2, gi), gi, __fmul_rn(v[i], s.beta2));
+        const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), s.bc2_sqrt), s.eps);
+        pi = __fadd_rn(pi, __fdiv_rn(__fmul_rn(s.neg_step_size, mi), denom));
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi;
+    }
+}
+
+void require_f32(const char* name, const Tensor& t) {
+    if (!t.defined() || t.device() != Device::cuda || t.dtype() != DType::f32)
+        throw std::invalid_argument(std::string("adamw_update: ") + name + " must be an f32 CUDA tensor, got " +
+                                    (t.defined() ? shape_string(t.shape()) + " " + dtype_name(t.dtype()) + " on " +
+                                                       device_name(t.device())
+                                                 : std::string("undefined")));
+}
+
+}  // namespace
+
+void CudaOps::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,
+                           float beta2, float eps, float weight_decay, int64_t step) {
+    if (grad.numel() != param.numel() || m.numel() != param.numel() || v.numel() != param.numel())
+        throw std::invalid_argument("adamw_update: param " + shape_string(param.shape()) + ", grad " +
+                                    shape_string(grad.shape()) + ", m " + shape_string(m.shape()) + ", v " +
+                                    shape_string(v.shape()) + " must have one element count");
+    if (step < 1)
+        throw std::invalid_argument("adamw_update: step " + std::to_string(step) +
+                                    " must be >= 1 (torch counts from 1)");
+    require_f32("param", param);
+    require_f32("grad", grad);
+    require_f32("m", m);
+    require_f32("v", v);
+    const int64_t n = param.numel();
+    if (n == 0) return;
+    const AdamWScalars s = adamw_scalars(lr, beta1, beta2, eps, weight_decay, step);
+    constexpr unsigned kThreads = 256;
+    unsigned blocks = blocks_for(n, kThreads);
+    if (blocks > (1u << 20)) blocks = 1u << 20;  // grid-stride beyond
+    CudaContext& ctx = context();
+    adamw_kernel<<<blocks, kThreads, 0, ctx.stream>>>(static_cast<float*>(param.data()),
+                                                      static_cast<const float*>(grad.data()),
+                                                      static_cast<float*>(m.data()), static_cast<float*>(v.data()),
+                                                      n, s);
+    CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace nb::cuda

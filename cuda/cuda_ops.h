@@ -1,0 +1,78 @@
+// CudaOps: the CUDA backend of the op interface (src/ops.h). bf16 activations and compute weights, f32
+// statistics, parameter gradients, master weights and optimizer state.
+//
+// Each op family lives in its own .cu file under cuda/ (linear.cu: cuBLASLt; attention.cu; rmsnorm.cu;
+// rope.cu; swiglu.cu; embedding.cu; cross_entropy.cu; elementwise.cu; adamw.cu), and the math of each kernel
+// is written beside it. All kernels run on one stream (CudaContext::stream); host-side results (sum,
+// sum_squares) synchronise it.
+//
+// Determinism: fixed launch shapes and fixed reduction orders, no floating-point atomics, so a run gives the
+// same bits every time on the same GPU model.
+#pragma once
+
+#include <memory>
+
+#include "ops.h"
+
+namespace nb::cuda {
+
+struct CudaContext;  // stream, cuBLASLt handle and workspace (cuda/context.cu)
+
+class CudaOps final : public Ops {
+public:
+    CudaOps();
+    ~CudaOps() override;
+
+    Device device() const override { return Device::cuda; }
+    DType activation_dtype() const override { return DType::bf16; }
+    Tensor zeros(const Shape& shape, DType dtype) override { return Tensor::zeros(shape, dtype, Device::cuda); }
+    void cast(Tensor& dst, const Tensor& src) override;
+    void synchronize() override;  // cuda/synchronize.cu
+
+    void linear_forward(Tensor& y, const Tensor& x, const Tensor& w) override;
+    void linear_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w) override;
+
+    void embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& table) override;
+    void embedding_backward(Tensor& dtable, const Tensor& tokens, const Tensor& dout) override;
+
+    void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& gain, float eps) override;
+    void rmsnorm_backward(Tensor& dx, Tensor& dgain, const Tensor& dy, const Tensor& x, const Tensor& gain,
+                          const Tensor& rstd) override;
+
+    void rope_forward(Tensor& out, const Tensor& x, int64_t seq_len, float theta) override;
+    void rope_backward(Tensor& din, const Tensor& dout, int64_t seq_len, float theta) override;
+
+    void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v) override;
+    void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q, const Tensor& k,
+                            const Tensor& v, const Tensor& out, const Tensor& lse) override;
+
+    void swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up) override;
+    void swiglu_backward(Tensor& dgate, Tensor& dup, const Tensor& dout, const Tensor& gate,
+                         const Tensor& up) override;
+
+    void cross_entropy_forward(Tensor& loss, Tensor& lse, const Tensor& logits, const Tensor& targets) override;
+    void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets,
+                                float dloss) override;
+
+    void add_inplace(Tensor& a, const Tensor& b) override;
+    void scale_inplace(Tensor& a, float s) override;
+    double sum(const Tensor& x) override;
+    double sum_squares(const Tensor& x) override;
+
+    void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1, float beta2,
+                      float eps, float weight_decay, int64_t step) override;
+
+    CudaContext& context() { return *ctx_; }
+
+private:
+    std::unique_ptr<CudaContext> ctx_;
+};
+
+// Starts the backend on this process's GPU: RuntimeError naming the CUDA error when none is usable.
+std::unique_ptr<Ops> make_cuda_ops();
+
+// Bytes of GPU memory in use on the current device (total - free, from cudaMemGetInfo): with the caching
+// allocator, which keeps what it allocated, this is the run's peak plus the CUDA context.
+int64_t device_memory_used_bytes();
+
+}  // namespace nb::cuda

@@ -1,0 +1,123 @@
+// Pipeline schedules as pure data: for every stage, the ordered list of actions it runs.
+//
+// No model, no transport: the executor runs a stage's list action by action, the simulator (simulate.h) times
+// it, `nobubble schedule` prints it and the tests check it. Exact semantics: ../shared/DESIGN.md section 2.
+//
+// Notation: p stages, stage s in [0, p) (stage 0 holds the embedding, stage p-1 the loss); m microbatches per
+// iteration; T iterations. Microbatches are numbered globally: microbatch i of iteration t is t*m + i, and that
+// is also the order in which the data is consumed. W_v is a stage's weights after v optimizer steps.
+//
+// Optimizer steps. gpipe, 1f1b and 2bw make one step per iteration (T steps); step t applies the gradient of
+// microbatches [t*m, (t+1)*m). pipedream makes one step per microbatch (T*m steps; batch = 1 microbatch); step i
+// applies the gradient of microbatch i. In an Action, `step` is the optimizer step the action belongs to.
+//
+// Weight versions (the `version` of a forward/backward: the W_v it uses; the backward always uses the same
+// version as the forward of that microbatch on that stage, i.e. the weights are stashed):
+//   gpipe, 1f1b   step t uses W_t                                                      (1 version per stage)
+//   2bw           step t uses W_{max(t-1, 0)} on every stage                           (2 versions per stage)
+//   pipedream     microbatch i uses W_{max(0, i-(p-1-s))} at stage s                   (p-s versions at stage s)
+// The optimizer step of step t produces version t+1 (its `version`).
+//
+// --sync-start K / --sync-cooldown K (2bw and pipedream; counted in optimizer steps): the first K and the last K
+// steps run as 1f1b with a flush after each, using W_t for step t. Each switch between synchronous and
+// asynchronous steps drains the pipeline. The asynchronous steps keep their rule "as if it had always held":
+//   2bw           step t >= K uses W_{t-1} (the double buffer still holds it; at t = K that is the last
+//                 synchronous version, so the first async step is already one step stale)
+//   pipedream     microbatch i >= K uses W_{max(K, i-(p-1-s))} (K = the first asynchronous microbatch)
+// For gpipe and 1f1b, which are synchronous already, the two flags change nothing.
+//
+// Order of actions within each schedule:
+//   gpipe      per step: all m forwards, then all m backwards, both in microbatch order, then the step.
+//   1f1b       per step: stage s runs min(p-s-1, m) warm-up forwards, then one forward and one backward
+//              alternately until the forwards run out, then the remaining backwards (cool-down), then the step.
+//   2bw        1f1b over all steps at once with no flush between them: the next step's warm-up forwards overlap
+//              this step's cool-down; stage s's optimizer step for step t comes right after its backward of the
+//              last microbatch of step t.
+//   pipedream  the same 1F1B stream, with an optimizer step after every backward.
+// Every stage runs forwards in microbatch order and backwards in microbatch order, so the gradient of a step
+// is accumulated in microbatch order (DESIGN: fixed order, bitwise reproducible). The executor must still sum
+// in microbatch index order regardless of when the backwards happen to complete.
+//
+// Communication: before each forward, stage s > 0 receives the activation from s-1; after it, stage s < p-1
+// sends its activation to s+1. Before each backward, stage s < p-1 receives the gradient from s+1; after it,
+// stage s > 0 sends the input gradient to s-1. Sends are non-blocking; a receive waits for its matching send
+// (the k-th receive on a channel matches the k-th send on it).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace nb {
+
+enum class ScheduleKind { gpipe, one_f_one_b, two_bw, pipedream };
+
+// "gpipe", "1f1b", "2bw", "pipedream". Anything else: nb::UsageError naming --schedule and the valid names.
+ScheduleKind parse_schedule_kind(std::string_view name);
+std::string_view schedule_kind_name(ScheduleKind kind);
+// 2bw and pipedream: steps outside --sync-start / --sync-cooldown run without flushes on stale weights.
+bool is_asynchronous(ScheduleKind kind);
+
+enum class ActionType {
+    forward,
+    backward,
+    send_activation,
+    recv_activation,
+    send_gradient,
+    recv_gradient,
+    optimizer_step
+};
+std::string_view action_type_name(ActionType type);  // "forward", "recv_gradient", ...
+bool is_compute(ActionType type);                    // forward, backward, optimizer_step
+
+struct Action {
+    ActionType type;
+    int64_t microbatch;  // global microbatch index (iteration * m + i); -1 for optimizer_step
+    int64_t step;        // the optimizer step this action belongs to (pipedream: == microbatch)
+    int64_t version;     // forward/backward: weight version used; optimizer_step: version produced (step + 1);
+                         // send/recv: the version of the forward/backward on this stage it feeds or comes from
+    int peer;            // send/recv: the stage sent to / received from; -1 otherwise
+    bool operator==(const Action&) const = default;
+};
+// Short human form: "F3 (step 0, W0)", "recv_activation mb 3 from stage 1", "optimizer_step 0 -> W1".
+std::string describe(const Action& action);
+
+struct ScheduleSpec {
+    ScheduleKind kind = ScheduleKind::one_f_one_b;
+    int stages = 1;             // p
+    int64_t microbatches = 1;   // m, per iteration
+    int64_t steps = 1;          // T iterations
+    int64_t sync_start = 0;     // the first K optimizer steps run as 1f1b (2bw, pipedream)
+    int64_t sync_cooldown = 0;  // the last K optimizer steps run as 1f1b (2bw, pipedream)
+
+    // nb::UsageError naming the flag: p, m, T >= 1; 2bw needs m >= p; 0 <= sync_start, sync_cooldown and
+    // sync_start + sync_cooldown <= optimizer_steps().
+    void validate() const;
+
+    int64_t total_microbatches() const { return steps * microbatches; }
+    int64_t microbatches_per_step() const { return kind == ScheduleKind::pipedream ? 1 : microbatches; }
+    int64_t optimizer_steps() const { return total_microbatches() / microbatches_per_step(); }
+    int64_t step_of(int64_t microbatch) const { return microbatch / microbatches_per_step(); }
+    // True for the steps that run as 1f1b with a flush: every step of gpipe/1f1b, and the --sync-start /
+    // --sync-cooldown steps of 2bw/pipedream.
+    bool is_synchronous_step(int64_t step) const;
+};
+
+// The weight version microbatch `microbatch` uses on `stage`, for its forward and its backward (table above).
+int64_t weight_version(const ScheduleSpec& spec, int stage, int64_t microbatch);
+
+using StagePlan = std::vector<Action>;
+
+// One ordered action list per stage (index = stage). Validates the spec first.
+std::vector<StagePlan> build_schedule(const ScheduleSpec& spec);
+
+// The most weight versions `stage` must hold at once: the newest version, plus every existing version that a
+// forward or backward still to come on that stage uses (stashed versions of microbatches in flight, and the
+// older buffer that 2bw forwards from).
+int64_t max_versions_held(const std::vector<StagePlan>& plans, int stage);
+
+// The most microbatches in flight on `stage` at once: forward done, backward not yet (activation stashes).
+int64_t max_in_flight(const std::vector<StagePlan>& plans, int stage);
+
+}  // namespace nb

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The GPU check: build with CUDA, run every test (CUDA ones included), then the GPU benchmark, in under
+# 8 minutes, on a machine with an NVIDIA GPU and no package registry. Results go to RESULTS_DIR.
+#
+#   make gpu-deps            # beforehand, on a machine with Debian's registry: unpacks .deps/prefix
+#   run/gpu_check.sh RESULTS_DIR
+#
+# Built without MPI where MPI is absent. Each phase has its own time limit; the summary names each phase's
+# exit status, so a failure in one phase still leaves the others' results.
+set -uo pipefail
+out=${1:?usage: run/gpu_check.sh RESULTS_DIR}
+mkdir -p "$out"
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+deps=$root/.deps/prefix/usr
+build=${GPU_CHECK_BUILD:-build-gpu}
+t0=$(date +%s)
+summary="$out/summary.txt"
+: >"$summary"
+note() { echo "[gpu_check +$(($(date +%s) - t0))s] $*" | tee -a "$summary"; }
+
+if [ ! -d "$deps" ]; then
+  note "missing $deps: run 'make gpu-deps' on a machine with Debian's registry and carry .deps"
+  exit 1
+fi
+export LD_LIBRARY_PATH="$deps/lib/x86_64-linux-gnu/openblas-pthread:$deps/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-8}
+python=$(command -v python3 || echo /usr/bin/python3)
+{
+  nvidia-smi 2>&1 | head -20
+  echo "nvcc: $(nvcc --version 2>&1 | tail -1)"
+  echo "cmake: $(cmake --version | head -1)"
+  echo "mpirun: $(command -v mpirun || echo absent)"
+  echo "python3: $python"
+} >"$out/machine.txt" 2>&1
+note "machine: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
+
+# 1. Configure and build (about 2 minutes on 16 cores).
+timeout 300 cmake -S . -B "$build" -G Ninja -DNOBUBBLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DNOBUBBLE_DEPS_PREFIX="$deps" \
+  -DOPENBLAS_INCLUDE_DIR="$deps/include/x86_64-linux-gnu/openblas-pthread" \
+  -DOPENBLAS_LIBRARY="$deps/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so" \
+  -DNOBUBBLE_TORCH_PYTHON="$python" >"$out/build.log" 2>&1 &&
+  timeout 300 cmake --build "$build" -j "$(nproc)" >>"$out/build.log" 2>&1
+rc=$?
+note "build: exit $rc"
+if [ $rc != 0 ]; then
+  tail -40 "$out/build.log"
+  exit 1
+fi
+
+# 2. The CUDA tests (each exits 77 = skipped only where no GPU is usable: here that would be a failure).
+(cd "$build" && timeout 240 ctest -R '^cuda\.' --output-on-failure --timeout 120) >"$out/ctest_cuda.log" 2>&1
+note "cuda tests: exit $? ($(grep -E 'tests passed|tests failed' "$out/ctest_cuda.log" | tail -1))"
+grep -q 'Skipped' "$out/ctest_cuda.log" && note "WARNING: a CUDA test was skipped on a GPU machine"
+
+# 3. Everything else (CPU reference tests) on this machine's cores.
+(cd "$build" && timeout 150 ctest -E '^cuda\.' -j 8 --output-on-failure --timeout 120) >"$out/ctest_cpu.log" 2>&1
+note "cpu tests: exit $? ($(grep -E 'tests passed|tests failed' "$out/ctest_cpu.log" | tail -1))"
+
+# 4. The benchmark.
+timeout 200 "$build/nobubble" bench gpu >"$out/bench_gpu.txt" 2>&1
+note "bench gpu: exit $?"
+cat "$out/bench_gpu.txt" | tee -a "$summary"
+note "done"

@@ -1,0 +1,24 @@
+// `nobubble reference`: the single-process oracle for the pipeline schedules (pipeline/reference.h). It takes
+// exactly the flags of `train` (train_flags.cpp), so that the same command line names the same run.
+#include <fmt/format.h>
+
+#include "pipeline/reference.h"
+#include "train_flags.h"
+
+namespace nb::cli {
+
+Command add_reference_command(CLI::App& app) {
+    auto* sub = app.add_subcommand(
+        "reference", "Run a pipeline schedule in one process, as the oracle the pipeline must match bit for bit");
+    sub->add_option("--config", "TOML config file (keys are the flag names without dashes; flags override it)");
+    auto flags = std::make_shared<TrainFlags>();
+    add_train_flags(*sub, *flags);
+    return {sub, [flags] {
+                const reference::ReferenceSummary s = reference::run_reference(resolve_train_flags(*flags), stdout);
+                print_final_lines(s.run);
+                fmt::print("final optimizer state sha256 {}\n", s.optimizer_sha256);
+                return 0;
+            }};
+}
+
+}  // namespace nb::cli

@@ -1,0 +1,74 @@
+#include "train_flags.h"
+
+#include <fmt/format.h>
+
+#include "backend.h"
+
+namespace nb::cli {
+
+namespace {
+
+// DESIGN section 2: a synchronous schedule clips by the norm over all stages; an asynchronous one (2bw,
+// pipedream) clips each stage by its own norm, since its stages step at different times. An unknown schedule
+// name gets "global" here and is rejected, with the list of names, by whoever runs it.
+std::string default_clip_scope(const std::string& schedule) {
+    return schedule == "2bw" || schedule == "pipedream" ? "stage" : "global";
+}
+
+}  // namespace
+
+void add_train_flags(CLI::App& sub, TrainFlags& f) {
+    TrainOptions& o = f.options;
+    add_model_flags(sub, f.model);
+    sub.add_option("--device", f.device, "cpu (f32 reference) or cuda (bf16 compute, f32 master weights)")
+        ->capture_default_str();
+    sub.add_option("--data", o.data_path, "Training data: a text file (bytes, vocab 256) or llm.c shards *.bin (glob)");
+    sub.add_option("--val-data", o.val_data_path, "Validation data (same formats); default: hold back --val-fraction");
+    sub.add_option("--val-fraction", o.val_fraction, "Fraction of --data windows held back for validation")
+        ->capture_default_str();
+    sub.add_option("--micro-batch-size", o.micro_batch_size, "Sequences per microbatch")->capture_default_str();
+    sub.add_option("--num-microbatches", o.num_microbatches, "Microbatches per iteration (gradient accumulation)")
+        ->capture_default_str();
+    sub.add_option("--seq-length", o.seq_length, "Tokens per sequence")->capture_default_str();
+    sub.add_option("--train-iters", o.train_iters, "Iterations (optimizer steps; pipedream: one per microbatch)")
+        ->capture_default_str();
+    sub.add_option("--lr", o.lr.lr, "Peak learning rate (required)");
+    sub.add_option("--min-lr", o.lr.min_lr, "Learning rate at the end of decay")->capture_default_str();
+    sub.add_option("--lr-warmup-iters", o.lr.warmup_iters, "Linear warm-up steps")->capture_default_str();
+    sub.add_option("--lr-decay-style", o.lr.decay_style, "constant, linear, cosine or wsd")->capture_default_str();
+    sub.add_option("--lr-decay-iters", o.lr.decay_iters, "Steps over which to decay (default: all steps)");
+    sub.add_option("--lr-wsd-decay-iters", o.lr.wsd_decay_iters, "Final decay steps of WSD (default: 20%)");
+    sub.add_option("--adam-beta1", o.adamw.beta1, "AdamW beta1")->capture_default_str();
+    sub.add_option("--adam-beta2", o.adamw.beta2, "AdamW beta2")->capture_default_str();
+    sub.add_option("--adam-eps", o.adamw.eps, "AdamW epsilon")->capture_default_str();
+    sub.add_option("--weight-decay", o.adamw.weight_decay, "Decoupled weight decay (not on norm gains)")
+        ->capture_default_str();
+    sub.add_option("--clip-grad", o.clip_grad, "Gradient-norm clipping (0: off)")->capture_default_str();
+    sub.add_option("--clip-scope", f.clip_scope,
+                   "global (norm over all stages) or stage (each stage its own norm); default: global for "
+                   "gpipe/1f1b, stage for 2bw/pipedream");
+    sub.add_option("--schedule", o.schedule, "Pipeline schedule: gpipe, 1f1b, 2bw or pipedream")->capture_default_str();
+    sub.add_option("--stages", o.stages, "Pipeline stages")->capture_default_str();
+    sub.add_option("--seed", o.seed, "Seed for weights and data order")->capture_default_str();
+    sub.add_option("--eval-interval", o.eval_interval, "Validate every N iterations (0: only at the end)")
+        ->capture_default_str();
+    sub.add_option("--eval-iters", o.eval_iters, "Validation iterations (each num-microbatches microbatches)")
+        ->capture_default_str();
+    sub.add_option("--log-interval", o.log_interval, "Print a progress line every N iterations")->capture_default_str();
+    sub.add_option("--metrics", o.metrics_path, "Append one JSON object per iteration to this file");
+}
+
+TrainOptions resolve_train_flags(const TrainFlags& f) {
+    TrainOptions o = f.options;
+    o.model = resolve_model(f.model);
+    o.device = parse_device(f.device);
+    o.clip_scope = f.clip_scope.empty() ? default_clip_scope(o.schedule) : f.clip_scope;
+    return o;
+}
+
+void print_final_lines(const TrainSummary& s) {
+    if (s.final_val_loss >= 0) fmt::print("final val_loss {:.4f}\n", s.final_val_loss);
+    fmt::print("final weights sha256 {}\n", s.weights_sha256);
+}
+
+}  // namespace nb::cli

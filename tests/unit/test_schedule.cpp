@@ -1,0 +1,433 @@
+// Schedules as data: for every schedule, stage count and microbatch count, the action lists obey the rules of
+// DESIGN section 2, checked here from the lists themselves and against the version table written out again.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "error.h"
+#include "pipeline/schedule.h"
+#include "pipeline/simulate.h"
+
+using nb::Action;
+using nb::ActionType;
+using nb::ScheduleKind;
+using nb::ScheduleSpec;
+using nb::StagePlan;
+
+namespace {
+
+constexpr ScheduleKind kAllKinds[] = {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::two_bw,
+                                      ScheduleKind::pipedream};
+
+ScheduleSpec make_spec(ScheduleKind kind, int p, int64_t m, int64_t steps, int64_t sync_start = 0,
+                       int64_t sync_cooldown = 0) {
+    ScheduleSpec spec;
+    spec.kind = kind;
+    spec.stages = p;
+    spec.microbatches = m;
+    spec.steps = steps;
+    spec.sync_start = sync_start;
+    spec.sync_cooldown = sync_cooldown;
+    return spec;
+}
+
+// The DESIGN grid: P in {1,2,3,4,8}, m in {1, P, 2P, 3P+1} (2bw needs m >= P), steps in {1, 3}.
+void for_each_design_case(const std::function<void(const ScheduleSpec&)>& check) {
+    for (ScheduleKind kind : kAllKinds)
+        for (int p : {1, 2, 3, 4, 8})
+            for (int64_t m : {int64_t{1}, int64_t{p}, int64_t{2 * p}, int64_t{3 * p + 1}}) {
+                if (kind == ScheduleKind::two_bw && m < p) continue;
+                for (int64_t steps : {1, 3}) check(make_spec(kind, p, m, steps));
+            }
+}
+
+// Cases with --sync-start / --sync-cooldown (counted in optimizer steps; pipedream: one per microbatch).
+std::vector<ScheduleSpec> sync_cases() {
+    std::vector<ScheduleSpec> cases;
+    for (ScheduleKind kind : {ScheduleKind::two_bw, ScheduleKind::pipedream})
+        for (int p : {2, 3, 4}) {
+            const int64_t m = p, steps = 6;
+            const int64_t n = kind == ScheduleKind::pipedream ? steps * m : steps;
+            for (auto [k, kc] : {std::pair<int64_t, int64_t>{1, 0}, {2, 1}, {0, 2}, {3, 3}, {n, 0}, {0, n}, {1, 1}})
+                if (k + kc <= n) cases.push_back(make_spec(kind, p, m, steps, k, kc));
+        }
+    // pipedream with m = 1 and several microbatches per iteration, sync at both ends.
+    cases.push_back(make_spec(ScheduleKind::pipedream, 4, 1, 12, 3, 2));
+    cases.push_back(make_spec(ScheduleKind::pipedream, 4, 3, 4, 5, 4));
+    return cases;
+}
+
+std::string name_of(const ScheduleSpec& s) {
+    return std::string(nb::schedule_kind_name(s.kind)) + " p=" + std::to_string(s.stages) +
+           " m=" + std::to_string(s.microbatches) + " steps=" + std::to_string(s.steps) +
+           " sync_start=" + std::to_string(s.sync_start) + " sync_cooldown=" + std::to_string(s.sync_cooldown);
+}
+
+// ---- the DESIGN table, written out again independently of pipeline/schedule.cpp ----
+
+int64_t optimizer_steps_of(const ScheduleSpec& s) {
+    return s.kind == ScheduleKind::pipedream ? s.steps * s.microbatches : s.steps;
+}
+int64_t step_of(const ScheduleSpec& s, int64_t mb) {
+    return s.kind == ScheduleKind::pipedream ? mb : mb / s.microbatches;
+}
+bool synchronous_step(const ScheduleSpec& s, int64_t t) {
+    if (s.kind == ScheduleKind::gpipe || s.kind == ScheduleKind::one_f_one_b) return true;
+    return t < s.sync_start || t >= optimizer_steps_of(s) - s.sync_cooldown;
+}
+int64_t expected_version(const ScheduleSpec& s, int stage, int64_t mb) {
+    const int64_t t = step_of(s, mb);
+    if (synchronous_step(s, t)) return t;                         // 1f1b: g_t at W_t
+    if (s.kind == ScheduleKind::two_bw) return t == 0 ? 0 : t - 1;  // g_t at W_{t-1}, as if always async
+    const int64_t first_async = s.sync_start;                     // pipedream: v_s(i) = max(K', i-(p-1-s))
+    return std::max(first_async, mb - (s.stages - 1 - stage));
+}
+
+bool is_fb(const Action& a) { return a.type == ActionType::forward || a.type == ActionType::backward; }
+
+// ---- checks on the lists ----
+
+// Forwards and backwards: each microbatch exactly once each, in microbatch order, backward after forward,
+// with the step it belongs to and the version of the table; the backward uses the forward's (stashed) version.
+void check_compute(const ScheduleSpec& spec, const std::vector<StagePlan>& plans) {
+    const int64_t n = spec.total_microbatches();
+    for (int s = 0; s < spec.stages; ++s) {
+        CAPTURE(s);
+        std::vector<int64_t> forwards, backwards;
+        std::map<int64_t, int64_t> forward_version;
+        for (const Action& a : plans[s]) {
+            if (!is_fb(a)) continue;
+            CHECK(a.step == step_of(spec, a.microbatch));
+            CHECK(a.peer == -1);
+            CHECK(a.version == expected_version(spec, s, a.microbatch));
+            if (a.type == ActionType::forward) {
+                forwards.push_back(a.microbatch);
+                forward_version[a.microbatch] = a.version;
+            } else {
+                REQUIRE(forward_version.count(a.microbatch) == 1);  // backward after its forward
+                CHECK(a.version == forward_version[a.microbatch]);
+                backwards.push_back(a.microbatch);
+            }
+        }
+        REQUIRE(forwards.size() == static_cast<size_t>(n));
+        REQUIRE(backwards.size() == static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) {
+            CHECK(forwards[i] == i);   // every microbatch once, in data order
+            CHECK(backwards[i] == i);  // gradients accumulate in microbatch order
+        }
+    }
+}
+
+// Optimizer steps: one per step, in order, producing version t+1, after the backward of every microbatch of
+// step t; and every forward uses a version that this stage has already produced.
+void check_optimizer_steps(const ScheduleSpec& spec, const std::vector<StagePlan>& plans) {
+    for (int s = 0; s < spec.stages; ++s) {
+        CAPTURE(s);
+        int64_t next_step = 0, newest = 0;
+        std::map<int64_t, int64_t> backwards_of_step;
+        for (const Action& a : plans[s]) {
+            if (a.type == ActionType::backward) ++backwards_of_step[a.step];
+            if (a.type == ActionType::forward) CHECK(a.version <= newest);
+            if (a.type == ActionType::optimizer_step) {
+                CHECK(a.step == next_step);
+                CHECK(a.version == a.step + 1);
+                CHECK(a.microbatch == -1);
+                CHECK(a.peer == -1);
+                CHECK(backwards_of_step[a.step] == spec.microbatches_per_step());
+                newest = a.version;
+                ++next_step;
+            }
+        }
+        CHECK(next_step == optimizer_steps_of(spec));
+    }
+}
+
+// Receives right before, sends right after their compute, with the right peer; one per forward/backward.
+void check_transfers_around_compute(const ScheduleSpec& spec, const std::vector<StagePlan>& plans) {
+    const int p = spec.stages;
+    for (int s = 0; s < p; ++s) {
+        CAPTURE(s);
+        const StagePlan& plan = plans[s];
+        int64_t transfers = 0;
+        for (size_t k = 0; k < plan.size(); ++k) {
+            const Action& a = plan[k];
+            auto expect_at = [&](size_t at, ActionType type, int peer) {
+                REQUIRE(at < plan.size());
+                const Action& b = plan[at];
+                CHECK(b.type == type);
+                CHECK(b.microbatch == a.microbatch);
+                CHECK(b.peer == peer);
+                CHECK(b.step == a.step);
+                CHECK(b.version == a.version);
+            };
+            if (a.type == ActionType::forward) {
+                if (s > 0) REQUIRE(k > 0);
+                if (s > 0) expect_at(k - 1, ActionType::recv_activation, s - 1);
+                if (s < p - 1) expect_at(k + 1, ActionType::send_activation, s + 1);
+            }
+            if (a.type == ActionType::backward) {
+                if (s < p - 1) REQUIRE(k > 0);
+                if (s < p - 1) expect_at(k - 1, ActionType::recv_gradient, s + 1);
+                if (s > 0) expect_at(k + 1, ActionType::send_gradient, s - 1);
+            }
+            if (!nb::is_compute(a.type)) ++transfers;
+        }
+        const int64_t per_direction = spec.total_microbatches();
+        CHECK(transfers == per_direction * 2 * ((s > 0) + (s < p - 1)));
+    }
+}
+
+// Every send matched by exactly one receive on the peer, in the same order.
+void check_sends_match_receives(const ScheduleSpec& spec, const std::vector<StagePlan>& plans) {
+    const int p = spec.stages;
+    // key (from, to, gradient?) -> microbatches in order
+    std::map<std::tuple<int, int, bool>, std::vector<int64_t>> sent, received;
+    for (int s = 0; s < p; ++s)
+        for (const Action& a : plans[s]) {
+            if (a.type == ActionType::send_activation) sent[{s, a.peer, false}].push_back(a.microbatch);
+            if (a.type == ActionType::send_gradient) sent[{s, a.peer, true}].push_back(a.microbatch);
+            if (a.type == ActionType::recv_activation) received[{a.peer, s, false}].push_back(a.microbatch);
+            if (a.type == ActionType::recv_gradient) received[{a.peer, s, true}].push_back(a.microbatch);
+        }
+    CHECK(sent.size() == received.size());
+    CHECK(sent.size() == static_cast<size_t>(2 * (p - 1)));
+    for (const auto& [channel, mbs] : sent) {
+        CAPTURE(std::get<0>(channel));
+        CAPTURE(std::get<1>(channel));
+        CHECK(received[channel] == mbs);
+    }
+}
+
+// A synchronous step runs alone: while any of its microbatches is in flight, no other step's is; and no
+// forward of a step starts while a microbatch of a step of the other kind (sync/async) is in flight.
+void check_flushes(const ScheduleSpec& spec, const std::vector<StagePlan>& plans) {
+    for (int s = 0; s < spec.stages; ++s) {
+        CAPTURE(s);
+        std::map<int64_t, int64_t> in_flight_by_step;
+        for (const Action& a : plans[s]) {
+            if (a.type == ActionType::forward) {
+                const bool sync = synchronous_step(spec, a.step);
+                for (const auto& [t, count] : in_flight_by_step) {
+                    if (count == 0) continue;
+                    if (sync) CHECK(t == a.step);
+                    CHECK(synchronous_step(spec, t) == sync);
+                }
+                ++in_flight_by_step[a.step];
+            }
+            if (a.type == ActionType::backward) --in_flight_by_step[a.step];
+        }
+    }
+}
+
+// The warm-up of 1F1B: per step, stage s runs min(p-s, m) forwards before that step's first backward
+// (min(p-s-1, m) warm-up forwards, then the first forward of the steady state).
+void check_one_f_one_b_warmup(const ScheduleSpec& spec, const std::vector<StagePlan>& plans) {
+    for (int s = 0; s < spec.stages; ++s) {
+        CAPTURE(s);
+        std::map<int64_t, int64_t> forwards_before_first_backward;
+        std::map<int64_t, bool> backward_seen;
+        for (const Action& a : plans[s]) {
+            if (a.type == ActionType::forward && !backward_seen[a.step]) ++forwards_before_first_backward[a.step];
+            if (a.type == ActionType::backward) backward_seen[a.step] = true;
+        }
+        for (const auto& [t, count] : forwards_before_first_backward)
+            CHECK(count == std::min<int64_t>(spec.stages - s, spec.microbatches));
+    }
+}
+
+void check_everything(const ScheduleSpec& spec) {
+    CAPTURE(name_of(spec));
+    const std::vector<StagePlan> plans = nb::build_schedule(spec);
+    REQUIRE(plans.size() == static_cast<size_t>(spec.stages));
+    check_compute(spec, plans);
+    check_optimizer_steps(spec, plans);
+    check_transfers_around_compute(spec, plans);
+    check_sends_match_receives(spec, plans);
+    check_flushes(spec, plans);
+    const nb::SimResult sim = nb::simulate(plans, nb::SimCosts{});
+    CHECK_FALSE(sim.deadlock);
+    CHECK(sim.deadlock_reason == "");
+}
+
+// The message of the nb::UsageError that `f` throws, or "" if it throws none.
+std::string usage_error(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const nb::UsageError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+    return haystack.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("every schedule on the DESIGN grid: compute, versions, steps, transfers, flushes, no deadlock") {
+    int cases = 0;
+    for_each_design_case([&](const ScheduleSpec& spec) {
+        check_everything(spec);
+        ++cases;
+    });
+    CHECK(cases == 3 * (5 * 4 * 2) + (4 + 4 * 3) * 2);  // 2bw skips m = 1 for p > 1
+}
+
+TEST_CASE("sync start and cooldown: 1f1b steps with flushes, async versions as if always async") {
+    for (const ScheduleSpec& spec : sync_cases()) check_everything(spec);
+}
+
+TEST_CASE("the versions of sync start / cooldown, spelled out for 2bw and pipedream") {
+    // 2bw, 6 steps, sync start 2, cooldown 1: steps 0, 1 use W0, W1 (sync); 2, 3, 4 use W1, W2, W3; 5 uses W5.
+    const ScheduleSpec bw = make_spec(ScheduleKind::two_bw, 3, 3, 6, 2, 1);
+    const int64_t bw_expected[] = {0, 1, 1, 2, 3, 5};
+    for (int s = 0; s < 3; ++s)
+        for (int64_t t = 0; t < 6; ++t)
+            for (int64_t i = 0; i < 3; ++i) CHECK(nb::weight_version(bw, s, t * 3 + i) == bw_expected[t]);
+    // pipedream, p = 3, 8 microbatches, sync start 2, cooldown 2: microbatches 2..5 async with K' = 2.
+    const ScheduleSpec pd = make_spec(ScheduleKind::pipedream, 3, 1, 8, 2, 2);
+    const int64_t pd_expected[3][8] = {{0, 1, 2, 2, 2, 3, 6, 7},   // stage 0: delay 2
+                                       {0, 1, 2, 2, 3, 4, 6, 7},   // stage 1: delay 1
+                                       {0, 1, 2, 3, 4, 5, 6, 7}};  // stage 2: delay 0
+    for (int s = 0; s < 3; ++s)
+        for (int64_t i = 0; i < 8; ++i) CHECK(nb::weight_version(pd, s, i) == pd_expected[s][i]);
+    // And the built plans carry exactly these versions.
+    const auto plans = nb::build_schedule(pd);
+    for (int s = 0; s < 3; ++s)
+        for (const Action& a : plans[s])
+            if (is_fb(a)) CHECK(a.version == pd_expected[s][a.microbatch]);
+}
+
+TEST_CASE("1f1b: min(p-s-1, m) warm-up forwards; in flight at stage s is min(p-s, m); gpipe holds all m") {
+    for_each_design_case([](const ScheduleSpec& spec) {
+        CAPTURE(name_of(spec));
+        const auto plans = nb::build_schedule(spec);
+        for (int s = 0; s < spec.stages; ++s) {
+            CAPTURE(s);
+            const int64_t in_flight = nb::max_in_flight(plans, s);
+            const int64_t bound = spec.stages - s;
+            switch (spec.kind) {
+                case ScheduleKind::gpipe: CHECK(in_flight == spec.microbatches); break;
+                case ScheduleKind::one_f_one_b: CHECK(in_flight == std::min(bound, spec.microbatches)); break;
+                default: CHECK(in_flight == std::min(bound, spec.total_microbatches())); break;
+            }
+        }
+        if (spec.kind == ScheduleKind::one_f_one_b) check_one_f_one_b_warmup(spec, plans);
+    });
+}
+
+TEST_CASE("weight versions held: 1 (gpipe, 1f1b), 2 (2bw), p-s (pipedream once steady)") {
+    for_each_design_case([](const ScheduleSpec& spec) {
+        CAPTURE(name_of(spec));
+        const auto plans = nb::build_schedule(spec);
+        const int p = spec.stages;
+        for (int s = 0; s < p; ++s) {
+            CAPTURE(s);
+            const int64_t held = nb::max_versions_held(plans, s);
+            switch (spec.kind) {
+                case ScheduleKind::gpipe:
+                case ScheduleKind::one_f_one_b: CHECK(held == 1); break;
+                case ScheduleKind::two_bw: CHECK(held == (spec.steps >= 2 ? 2 : 1)); break;
+                case ScheduleKind::pipedream:
+                    if (spec.total_microbatches() >= 2 * p - 1)
+                        CHECK(held == p - s);
+                    else
+                        CHECK(held <= p - s);
+                    break;
+            }
+        }
+    });
+    for (const ScheduleSpec& spec : sync_cases()) {
+        CAPTURE(name_of(spec));
+        const auto plans = nb::build_schedule(spec);
+        for (int s = 0; s < spec.stages; ++s) {
+            const int64_t held = nb::max_versions_held(plans, s);
+            CHECK(held >= 1);
+            CHECK(held <= (spec.kind == ScheduleKind::two_bw ? 2 : spec.stages - s));
+        }
+    }
+}
+
+TEST_CASE("max_versions_held counts the versions a hand-made stage still needs") {
+    // Forward mb 0 on W0, step to W1, forward mb 1 on W0 again (as 2bw does), backward both: W0 and W1 held.
+    const std::vector<StagePlan> plans = {{
+        {ActionType::forward, 0, 0, 0, -1},
+        {ActionType::backward, 0, 0, 0, -1},
+        {ActionType::optimizer_step, -1, 0, 1, -1},
+        {ActionType::forward, 1, 1, 0, -1},
+        {ActionType::backward, 1, 1, 0, -1},
+        {ActionType::optimizer_step, -1, 1, 2, -1},
+        {ActionType::forward, 2, 2, 2, -1},
+        {ActionType::backward, 2, 2, 2, -1},
+    }};
+    CHECK(nb::max_versions_held(plans, 0) == 2);
+    CHECK(nb::max_in_flight(plans, 0) == 1);
+    CHECK_THROWS_AS(nb::max_versions_held(plans, 1), std::out_of_range);
+}
+
+TEST_CASE("2bw: each microbatch uses the same version on every stage") {
+    const auto spec = make_spec(ScheduleKind::two_bw, 4, 8, 5);
+    const auto plans = nb::build_schedule(spec);
+    std::map<int64_t, int64_t> version_of_mb;
+    for (const StagePlan& plan : plans)
+        for (const Action& a : plan)
+            if (is_fb(a)) {
+                auto [it, fresh] = version_of_mb.emplace(a.microbatch, a.version);
+                CHECK(it->second == a.version);
+            }
+    CHECK(version_of_mb.size() == 40);
+}
+
+TEST_CASE("pipedream: a forward always uses the stage's newest weights (the stash is for the backward)") {
+    for (int p : {2, 3, 5}) {
+        const auto spec = make_spec(ScheduleKind::pipedream, p, 2, 7);
+        const auto plans = nb::build_schedule(spec);
+        for (int s = 0; s < p; ++s) {
+            int64_t newest = 0;
+            for (const Action& a : plans[s]) {
+                if (a.type == ActionType::optimizer_step) newest = a.version;
+                if (a.type == ActionType::forward) CHECK(a.version == newest);
+            }
+        }
+    }
+}
+
+TEST_CASE("names: parse and format round-trip; an unknown name names --schedule and the valid ones") {
+    for (ScheduleKind kind : kAllKinds) CHECK(nb::parse_schedule_kind(nb::schedule_kind_name(kind)) == kind);
+    CHECK(nb::schedule_kind_name(ScheduleKind::one_f_one_b) == "1f1b");
+    CHECK(nb::schedule_kind_name(ScheduleKind::two_bw) == "2bw");
+    const std::string e = usage_error([] { nb::parse_schedule_kind("zerobubble"); });
+    CHECK(contains(e, "--schedule"));
+    CHECK(contains(e, "zerobubble"));
+    CHECK(contains(e, "gpipe, 1f1b, 2bw, pipedream"));
+    CHECK(nb::describe({ActionType::forward, 3, 0, 0, -1}) == "F3 (step 0, W0)");
+    CHECK(nb::describe({ActionType::recv_gradient, 3, 0, 0, 2}) == "recv_gradient mb 3 from stage 2");
+    CHECK(nb::describe({ActionType::optimizer_step, -1, 4, 5, -1}) == "optimizer_step 4 -> W5");
+}
+
+TEST_CASE("validate: each impossible spec is a usage error naming its flag") {
+    auto message = [](const ScheduleSpec& spec) { return usage_error([&] { nb::build_schedule(spec); }); };
+    CHECK(contains(message(make_spec(ScheduleKind::one_f_one_b, 0, 4, 1)), "--stages must be positive, got 0"));
+    CHECK(contains(message(make_spec(ScheduleKind::one_f_one_b, 2, 0, 1)), "--num-microbatches must be positive"));
+    CHECK(contains(message(make_spec(ScheduleKind::one_f_one_b, 2, 2, 0)), "--train-iters must be positive"));
+    const std::string bw = message(make_spec(ScheduleKind::two_bw, 4, 3, 2));
+    CHECK(contains(bw, "--schedule 2bw needs --num-microbatches >= the number of stages (P)"));
+    CHECK(contains(bw, "--num-microbatches 3 with 4 stages"));
+    CHECK(message(make_spec(ScheduleKind::two_bw, 4, 4, 2)) == "");
+    const std::string sync = message(make_spec(ScheduleKind::two_bw, 2, 2, 4, 3, 2));
+    CHECK(contains(sync, "--sync-start 3"));
+    CHECK(contains(sync, "--sync-cooldown 2"));
+    CHECK(contains(sync, "4 optimizer steps"));
+    CHECK(message(make_spec(ScheduleKind::two_bw, 2, 2, 4, 2, 2)) == "");
+    // pipedream counts one optimizer step per microbatch: 2 iterations x 3 microbatches = 6 steps.
+    CHECK(message(make_spec(ScheduleKind::pipedream, 2, 3, 2, 4, 2)) == "");
+    CHECK(contains(message(make_spec(ScheduleKind::pipedream, 2, 3, 2, 4, 3)), "6 optimizer steps"));
+    CHECK(contains(message(make_spec(ScheduleKind::pipedream, 2, 3, 2, -1, 0)), "--sync-start must be >= 0"));
+    CHECK(contains(message(make_spec(ScheduleKind::gpipe, 2, 3, 2, 0, -1)), "--sync-cooldown must be >= 0"));
+}

@@ -1,0 +1,213 @@
+// The schedule simulator and its text timeline: the known bubble formulas, transfer timing, deadlock reports,
+// speed at P = 64, m = 512, and the rendering of a small grid and of a large run's summary.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "error.h"
+#include "pipeline/schedule.h"
+#include "pipeline/simulate.h"
+#include "pipeline/timeline_text.h"
+
+using nb::Action;
+using nb::ActionType;
+using nb::ScheduleKind;
+using nb::ScheduleSpec;
+using nb::SimCosts;
+using nb::SimResult;
+using nb::StagePlan;
+
+namespace {
+
+ScheduleSpec make_spec(ScheduleKind kind, int p, int64_t m, int64_t steps) {
+    ScheduleSpec spec;
+    spec.kind = kind;
+    spec.stages = p;
+    spec.microbatches = m;
+    spec.steps = steps;
+    return spec;
+}
+
+SimResult simulate_spec(const ScheduleSpec& spec, const SimCosts& costs = {}) {
+    return nb::simulate(nb::build_schedule(spec), costs);
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+    return haystack.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("1f1b and gpipe, unit costs with backward = 2 x forward: bubble = (p-1)/(m+p-1)") {
+    for (ScheduleKind kind : {ScheduleKind::one_f_one_b, ScheduleKind::gpipe})
+        for (int p : {1, 2, 3, 4, 8, 16})
+            for (int64_t m : {1, 2, 3, 4, 8, 13, 32})
+                for (int64_t steps : {1, 3}) {
+                    CAPTURE(p);
+                    CAPTURE(m);
+                    CAPTURE(steps);
+                    const SimResult r = simulate_spec(make_spec(kind, p, m, steps));
+                    REQUIRE_FALSE(r.deadlock);
+                    const double expected = double(p - 1) / double(m + p - 1);
+                    CHECK(std::abs(r.bubble_fraction - expected) < 1e-9);
+                    CHECK(r.makespan_ms == doctest::Approx(steps * (m + p - 1) * 3.0).epsilon(1e-12));
+                    for (double busy : r.busy_ms) CHECK(busy == doctest::Approx(steps * m * 3.0));
+                }
+}
+
+TEST_CASE("2bw and pipedream stream steps without flushes: bubble = (p-1)/(T*m+p-1), far below 1f1b's") {
+    const int p = 4;
+    const int64_t m = 8, steps = 20;
+    const double sync_bubble = simulate_spec(make_spec(ScheduleKind::one_f_one_b, p, m, steps)).bubble_fraction;
+    for (ScheduleKind kind : {ScheduleKind::two_bw, ScheduleKind::pipedream}) {
+        const SimResult r = simulate_spec(make_spec(kind, p, m, steps));
+        REQUIRE_FALSE(r.deadlock);
+        CHECK(std::abs(r.bubble_fraction - double(p - 1) / double(steps * m + p - 1)) < 1e-9);
+        CHECK(r.bubble_fraction < sync_bubble / 10);
+    }
+    CHECK(std::abs(sync_bubble - 3.0 / 11.0) < 1e-9);
+}
+
+TEST_CASE("transfers: a receive completes at max(arrival, reached); sends take no time") {
+    // 1f1b, p = 2, m = 1, p2p 0.5: F0 on stage 0 [0,1], arrives 1.5; stage 1 F0 [1.5,2.5], B0 [2.5,4.5];
+    // gradient arrives 5.0; stage 0 B0 [5,7].
+    SimCosts costs;
+    costs.p2p_ms = 0.5;
+    const SimResult r = simulate_spec(make_spec(ScheduleKind::one_f_one_b, 2, 1, 1), costs);
+    REQUIRE_FALSE(r.deadlock);
+    CHECK(r.makespan_ms == doctest::Approx(7.0));
+    const auto& s1 = r.timeline[1];
+    REQUIRE(s1.size() == 5);  // recv_activation, F, B, send_gradient, optimizer_step
+    CHECK(s1[0].action.type == ActionType::recv_activation);
+    CHECK(s1[0].start_ms == 0.0);
+    CHECK(s1[0].end_ms == doctest::Approx(1.5));
+    CHECK(s1[1].start_ms == doctest::Approx(1.5));
+    CHECK(s1[3].action.type == ActionType::send_gradient);
+    CHECK(s1[3].start_ms == s1[3].end_ms);
+    const auto& s0 = r.timeline[0];
+    CHECK(s0[2].action.type == ActionType::recv_gradient);
+    CHECK(s0[2].end_ms == doctest::Approx(5.0));
+    CHECK(s0[3].start_ms == doctest::Approx(5.0));
+    CHECK(r.busy_ms[0] == doctest::Approx(3.0));
+    CHECK(r.bubble_fraction == doctest::Approx(1.0 - 6.0 / 14.0));
+}
+
+TEST_CASE("optimizer steps count as busy time") {
+    SimCosts costs;
+    costs.optimizer_ms = 1;
+    const SimResult r = simulate_spec(make_spec(ScheduleKind::one_f_one_b, 1, 2, 3), costs);
+    CHECK(r.makespan_ms == doctest::Approx(3 * (2 * 3.0 + 1)));
+    CHECK(r.bubble_fraction == doctest::Approx(0.0));
+}
+
+TEST_CASE("deadlock: two stages that each wait for the other first, reported with what each waits for") {
+    const std::vector<StagePlan> plans = {
+        {{ActionType::recv_gradient, 0, 0, 0, 1}, {ActionType::forward, 0, 0, 0, -1}},
+        {{ActionType::recv_activation, 0, 0, 0, 0}, {ActionType::forward, 0, 0, 0, -1}},
+    };
+    const SimResult r = nb::simulate(plans, SimCosts{});
+    CHECK(r.deadlock);
+    CHECK(contains(r.deadlock_reason, "stage 0 waits for the gradient of microbatch 0 from stage 1"));
+    CHECK(contains(r.deadlock_reason, "stage 1 waits for the activation of microbatch 0 from stage 0"));
+}
+
+TEST_CASE("deadlock: a receive whose sender has finished, and a send of the wrong microbatch") {
+    const std::vector<StagePlan> finished = {
+        {{ActionType::forward, 0, 0, 0, -1}},
+        {{ActionType::recv_activation, 0, 0, 0, 0}, {ActionType::forward, 0, 0, 0, -1}},
+    };
+    SimResult r = nb::simulate(finished, SimCosts{});
+    CHECK(r.deadlock);
+    CHECK(contains(r.deadlock_reason, "stage 1 waits for the activation of microbatch 0 from stage 0"));
+    CHECK(contains(r.deadlock_reason, "stage 0 has finished"));
+    CHECK(r.timeline[0].size() == 1);
+    CHECK(r.timeline[1].empty());
+
+    const std::vector<StagePlan> swapped = {
+        {{ActionType::forward, 1, 0, 0, -1}, {ActionType::send_activation, 1, 0, 0, 1}},
+        {{ActionType::recv_activation, 0, 0, 0, 0}, {ActionType::forward, 0, 0, 0, -1}},
+    };
+    r = nb::simulate(swapped, SimCosts{});
+    CHECK(r.deadlock);
+    CHECK(contains(r.deadlock_reason, "but stage 0 sent microbatch 1 next"));
+}
+
+TEST_CASE("a transfer naming an invalid peer is rejected") {
+    const std::vector<StagePlan> plans = {{{ActionType::send_activation, 0, 0, 0, 0}}};
+    CHECK_THROWS_AS(nb::simulate(plans, SimCosts{}), std::invalid_argument);
+}
+
+TEST_CASE("P = 64, m = 512, 3 steps: every schedule builds and simulates in well under a second") {
+    for (ScheduleKind kind : {ScheduleKind::one_f_one_b, ScheduleKind::two_bw, ScheduleKind::pipedream,
+                              ScheduleKind::gpipe}) {
+        const auto begin = std::chrono::steady_clock::now();
+        const auto plans = nb::build_schedule(make_spec(kind, 64, 512, 3));
+        const SimResult r = nb::simulate(plans, SimCosts{});
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+        MESSAGE(nb::schedule_kind_name(kind), ": ", seconds, " s");
+        CHECK_FALSE(r.deadlock);
+        CHECK(seconds < 1.0);
+        if (kind == ScheduleKind::one_f_one_b)
+            CHECK(std::abs(r.bubble_fraction - 63.0 / (512 + 63)) < 1e-9);
+    }
+}
+
+TEST_CASE("costs: forward must be positive, the others non-negative, each error naming its flag") {
+    auto message = [](const SimCosts& c) {
+        try {
+            c.validate();
+        } catch (const nb::UsageError& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    SimCosts c;
+    CHECK(message(c) == "");
+    c.forward_ms = 0;
+    CHECK(contains(message(c), "--forward-ms must be positive"));
+    c = SimCosts{};
+    c.p2p_ms = -1;
+    CHECK(contains(message(c), "--p2p-ms must be >= 0"));
+    c = SimCosts{};
+    c.backward_ms = -0.5;
+    CHECK(contains(message(c), "--backward-ms"));
+}
+
+TEST_CASE("timeline text: the 1f1b grid for p = 2, m = 2, drawn exactly") {
+    const SimCosts costs;
+    const SimResult r = simulate_spec(make_spec(ScheduleKind::one_f_one_b, 2, 2, 1), costs);
+    const std::string text = nb::render_timeline(r, costs);
+    const std::string expected_rows =
+        "ms       0\n"
+        "stage 0: F0 F1 .  .  B0--- .  B1---|\n"
+        "stage 1: .  F0 B0--- F1 B1---|.  .\n";
+    CHECK(contains(text, expected_rows));
+    CHECK(contains(text, "one column = 1 ms"));
+}
+
+TEST_CASE("timeline text: an optimizer step with a cost is drawn as S<version>") {
+    SimCosts costs;
+    costs.optimizer_ms = 1;
+    const SimResult r = simulate_spec(make_spec(ScheduleKind::gpipe, 1, 2, 2), costs);
+    CHECK(contains(nb::render_timeline(r, costs), "stage 0: F0 F1 B0--- B1--- S1 F2 F3 B2--- B3--- S2\n"));
+}
+
+TEST_CASE("timeline text: too wide becomes occupancy bars; too many stages a one-line note") {
+    const SimCosts costs;
+    const SimResult wide = simulate_spec(make_spec(ScheduleKind::one_f_one_b, 4, 512, 1), costs);
+    const std::string bars = nb::render_timeline(wide, costs);
+    CHECK(contains(bars, "too long to draw by column"));
+    CHECK_FALSE(contains(bars, "F511"));
+    // One character = 15.45 ms. Stage 0 idles 6 ms while the pipeline fills (first slice 61% busy: '+'), then
+    // only 1 ms per cool-down backward: '#' everywhere else.
+    const std::string row0 = "stage 0: +" + std::string(99, '#') + "\n";
+    CHECK(contains(bars, row0));
+    CHECK(bars.size() < 4 * 120 + 200);
+
+    const SimResult tall = simulate_spec(make_spec(ScheduleKind::one_f_one_b, 65, 1, 1), costs);
+    const std::string note = nb::render_timeline(tall, costs);
+    CHECK(contains(note, "65 stages are too many to draw"));
+    CHECK(note.find('\n') == note.size() - 1);
+}
