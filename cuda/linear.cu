@@ -227,6 +227,16 @@ void require(const char* op, const char* name, const Tensor& t, DType dtype) {
 }  // namespace
 
 // y[n, o] = sum_i x[n, i] * w[o, i]   (bf16 in, f32 accumulate, bf16 out)
+namespace {
+
+// acc[i] = bf16(f32(acc[i]) + add[i]): the single rounding of a bf16 accumulation.
+__global__ void add_f32_into_bf16(bf16* acc, const float* add, int64_t n) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) acc[i] = to_bf16(__fadd_rn(to_f32(acc[i]), add[i]));
+}
+
+}  // namespace
+
 void CudaOps::linear_forward(Tensor& y, const Tensor& x, const Tensor& w) {
     const LinearDims d = check_linear("linear_forward", y, x, w);
     require("linear_forward", "y", y, DType::bf16);
@@ -257,9 +267,19 @@ void CudaOps::linear_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Te
     if (dx.defined()) require("linear_backward", "dx", dx, DType::bf16);
     if (dw.defined()) require("linear_backward", "dw", dw, DType::f32);
     if (d.n == 0 || d.in == 0 || d.out == 0) return;  // every sum is empty: nothing to add
-    if (dx.defined())
-        gemm(context(), CUBLAS_OP_N, CUBLAS_OP_N, /*m=*/d.in, /*n=*/d.n, /*k=*/d.out, w.data(), d.in, dy.data(), d.out,
-             dx.data(), d.in, CUDA_R_16BF, CUDA_R_16BF, 1.0f);
+    if (dx.defined()) {
+        // dx += dy W with ONE rounding to bf16: the product goes to an f32 scratch (beta 0), then one kernel adds
+        // it to dx in f32 and rounds. cuBLASLt's in-place beta = 1 with a bf16 C was measured on the H200 to
+        // round the product to bf16 before adding (errors of 1.5 bf16 half-ulps, and of order ulp(|dy W|)
+        // when dx and the product cancel).
+        const int64_t count = d.n * d.in;
+        float* product = static_cast<float*>(context().scratch(static_cast<size_t>(count) * sizeof(float)));
+        gemm(context(), CUBLAS_OP_N, CUBLAS_OP_N, /*m=*/d.in, /*n=*/d.n, /*k=*/d.out, w.data(), d.in, dy.data(),
+             d.out, product, d.in, CUDA_R_16BF, CUDA_R_32F, 0.0f);
+        add_f32_into_bf16<<<blocks_for(count, 256), 256, 0, context().stream>>>(static_cast<bf16*>(dx.data()),
+                                                                                 product, count);
+        CUDA_CHECK_LAUNCH();
+    }
     if (dw.defined())
         gemm(context(), CUBLAS_OP_N, CUBLAS_OP_T, /*m=*/d.in, /*n=*/d.out, /*k=*/d.n, x.data(), d.in, dy.data(), d.out,
              dw.data(), d.in, CUDA_R_16BF, CUDA_R_32F, 1.0f);

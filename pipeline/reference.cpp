@@ -65,13 +65,14 @@ void validate_options(const TrainOptions& o) {
                                      o.num_microbatches, o.stages));
     if (o.clip_scope != "global" && o.clip_scope != "stage")
         throw UsageError(fmt::format("--clip-scope '{}' is not one of: global, stage", o.clip_scope));
-    const std::string wanted = is_asynchronous(schedule) ? "stage" : "global";
+    const bool asynchronous = is_asynchronous(schedule);
+    const std::string wanted = asynchronous ? "stage" : "global";
     if (o.clip_scope != wanted)
-        throw UsageError(fmt::format("--clip-scope {} does not fit --schedule {}: DESIGN section 2 clips {} by {} "
-                                     "(--clip-scope {})", o.clip_scope, o.schedule,
-                                     is_asynchronous(schedule) ? "each stage of an asynchronous schedule"
-                                                               : "a synchronous schedule",
-                                     is_asynchronous(schedule) ? "its own norm" : "the global norm", wanted));
+        throw UsageError(fmt::format("--clip-scope {} does not fit --schedule {}: {} (--clip-scope {})", o.clip_scope,
+                                     o.schedule,
+                                     asynchronous ? "an asynchronous schedule clips each stage by its own norm"
+                                                  : "a synchronous schedule clips by the global norm",
+                                     wanted));
     if (o.model.tie_embeddings && o.stages > 1)
         throw UsageError("tied embeddings across stages are not built yet: use --untie-embeddings-and-output-weights");
 }

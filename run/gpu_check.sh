@@ -6,7 +6,8 @@
 #   run/gpu_check.sh RESULTS_DIR
 #
 # Built without MPI where MPI is absent. Each phase has its own time limit; the summary names each phase's
-# exit status, so a failure in one phase still leaves the others' results.
+# exit status, so a failure in one phase still leaves the others' results. GPU_CHECK_SKIP="cpu bench" skips
+# phases (for a quick build-and-CUDA-tests probe).
 set -uo pipefail
 out=${1:?usage: run/gpu_check.sh RESULTS_DIR}
 mkdir -p "$out"
@@ -54,12 +55,28 @@ fi
 note "cuda tests: exit $? ($(grep -E 'tests passed|tests failed' "$out/ctest_cuda.log" | tail -1))"
 grep -q 'Skipped' "$out/ctest_cuda.log" && note "WARNING: a CUDA test was skipped on a GPU machine"
 
+skip() { [[ " ${GPU_CHECK_SKIP:-} " == *" $1 "* ]]; }
+
 # 3. Everything else (CPU reference tests) on this machine's cores.
-(cd "$build" && timeout 150 ctest -E '^cuda\.' -j 8 --output-on-failure --timeout 120) >"$out/ctest_cpu.log" 2>&1
-note "cpu tests: exit $? ($(grep -E 'tests passed|tests failed' "$out/ctest_cpu.log" | tail -1))"
+if ! skip cpu; then
+  (cd "$build" && timeout 150 ctest -E '^cuda\.' -j 8 --output-on-failure --timeout 120) >"$out/ctest_cpu.log" 2>&1
+  note "cpu tests: exit $? ($(grep -E 'tests passed|tests failed' "$out/ctest_cpu.log" | tail -1))"
+fi
 
 # 4. The benchmark.
-timeout 200 "$build/nobubble" bench gpu >"$out/bench_gpu.txt" 2>&1
-note "bench gpu: exit $?"
-cat "$out/bench_gpu.txt" | tee -a "$summary"
+if ! skip bench; then
+  timeout 200 "$build/nobubble" bench gpu >"$out/bench_gpu.txt" 2>&1
+  note "bench gpu: exit $?"
+  tee -a "$summary" <"$out/bench_gpu.txt"
+fi
+# 5. A short real training run on the GPU: `tiny` on text made of this repository's own sources and docs.
+if ! skip train; then
+  find . -path ./build-gpu -prune -o -path ./.deps -prune -o -path ./.git -prune -o -type f \
+    \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.md' \) -print0 | sort -z | xargs -0 cat >"$build/corpus.txt"
+  timeout 120 "$build/nobubble" train --device cuda --model tiny --data "$build/corpus.txt" --lr 3e-3 \
+    --min-lr 3e-4 --lr-warmup-iters 20 --train-iters 300 --micro-batch-size 16 --seq-length 256 --eval-interval 100 \
+    --eval-iters 8 --log-interval 50 >"$out/train_cuda.txt" 2>&1
+  note "train --device cuda: exit $?"
+  tail -n 9 "$out/train_cuda.txt" | tee -a "$summary"
+fi
 note "done"

@@ -13,9 +13,9 @@ bool progress_line_due(const IterationReport& r, int64_t log_interval) {
 }
 
 std::string progress_line(const IterationReport& r) {
-    std::string line = fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.3f} | {:.0f} tok/s | {:.1f} ms",
-                                   r.iteration, r.iterations, r.loss, r.lr, r.grad_norm, r.tokens_per_s,
-                                   r.seconds * 1e3);
+    std::string line =
+        fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.3f} | {:.0f} tok/s | {:.1f} ms",
+                    r.iteration, r.iterations, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.seconds * 1e3);
     if (r.val_loss >= 0) line += fmt::format(" | val_loss {:.4f}", r.val_loss);
     return line;
 }

@@ -35,8 +35,8 @@ void require_single_process(const TrainOptions& o) {
                                      "(`nobubble reference` runs every schedule in one process)",
                                      o.schedule, o.stages));
     if (o.clip_scope != "global")
-        throw UsageError(fmt::format("--clip-scope '{}': a synchronous schedule clips by the global norm "
-                                     "(--clip-scope global)", o.clip_scope));
+        throw UsageError(fmt::format("--clip-scope {} does not fit --schedule {}: a synchronous schedule clips by "
+                                     "the global norm (--clip-scope global)", o.clip_scope, o.schedule));
 }
 
 }  // namespace

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     try {
         for (const auto& command : commands)
             if (command.app->parsed()) return command.run();
-        return fail("no subcommand given (train, info, bench, schedule)", nb::kExitUsage);
+        return fail("no subcommand given (train, reference, schedule, info, bench)", nb::kExitUsage);
     } catch (const nb::UsageError& e) {
         return fail(e.what(), nb::kExitUsage);
     } catch (const nb::RuntimeError& e) {

@@ -30,7 +30,9 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--num-microbatches", o.num_microbatches, "Microbatches per iteration (gradient accumulation)")
         ->capture_default_str();
     sub.add_option("--seq-length", o.seq_length, "Tokens per sequence")->capture_default_str();
-    sub.add_option("--train-iters", o.train_iters, "Iterations (optimizer steps; pipedream: one per microbatch)")
+    sub.add_option("--train-iters", o.train_iters,
+                   "Iterations of --num-microbatches microbatches (an optimizer step each; pipedream: one per "
+                   "microbatch)")
         ->capture_default_str();
     sub.add_option("--lr", o.lr.lr, "Peak learning rate (required)");
     sub.add_option("--min-lr", o.lr.min_lr, "Learning rate at the end of decay")->capture_default_str();

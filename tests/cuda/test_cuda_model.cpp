@@ -5,6 +5,9 @@
 // bf16 for compute, activations in bf16, f32 statistics and gradients), so agreement is to bf16 precision:
 // the loss within 1% and each gradient tensor within 5% in relative Frobenius norm. A wrong kernel (missing
 // term, wrong index) shows as an error of order 1 in some tensor, far above these bounds.
+// Training trajectories then drift apart as bf16 rounding compounds (measured on the H200 at lr 3e-3: up to 7%
+// by step 12, the CUDA loss lower as often as higher), so the tracking test uses lr 1e-3 and bounds each step's
+// loss at 4% and the mean of the last five steps at 2%.
 #include "cuda_test_main.h"
 #include "cuda_test_util.h"
 
@@ -88,7 +91,7 @@ TEST_CASE("tiny model: 20 AdamW steps on both backends track each other") {
     TensorSet gpu_grads = TensorSet::zeros(model.layout(), DType::f32, Device::cuda);
     AdamW cpu_opt(model.layout(), AdamWConfig{});
     AdamW gpu_opt(model.layout(), AdamWConfig{}, Device::cuda);
-    double first_loss = 0, last_loss = 0;
+    double first_loss = 0, last_loss = 0, cpu_tail = 0, gpu_tail = 0;
     for (int step = 0; step < 20; ++step) {
         const Microbatch mb = host_batch(c, 4, 64, 100 + static_cast<uint64_t>(step));
         cpu_grads.zero();
@@ -96,14 +99,20 @@ TEST_CASE("tiny model: 20 AdamW steps on both backends track each other") {
         const float cpu_loss = forward_backward(cpu, model, cpu_weights, cpu_grads, mb);
         const float gpu_loss = forward_backward(gpu, model, gpu_compute, gpu_grads, on_device(mb));
         INFO("step " << step << ": loss cpu " << cpu_loss << " cuda " << gpu_loss);
-        CHECK(std::fabs(gpu_loss - cpu_loss) <= 0.02 * std::fabs(cpu_loss));
-        cpu_opt.step(cpu, model.layout(), cpu_weights, cpu_grads, 3e-3f);
-        gpu_opt.step(gpu, model.layout(), gpu_master, gpu_grads, 3e-3f);
+        CHECK(std::fabs(gpu_loss - cpu_loss) <= 0.04 * std::fabs(cpu_loss));
+        if (step >= 15) {
+            cpu_tail += cpu_loss / 5.0;
+            gpu_tail += gpu_loss / 5.0;
+        }
+        cpu_opt.step(cpu, model.layout(), cpu_weights, cpu_grads, 1e-3f);
+        gpu_opt.step(gpu, model.layout(), gpu_master, gpu_grads, 1e-3f);
         refresh_compute_weights(gpu, gpu_master, gpu_compute);
         if (step == 0) first_loss = cpu_loss;
         last_loss = cpu_loss;
     }
-    MESSAGE("cpu loss " << first_loss << " -> " << last_loss);
+    MESSAGE("cpu loss " << first_loss << " -> " << last_loss << "; mean of the last 5 steps: cpu " << cpu_tail
+                        << " cuda " << gpu_tail);
+    CHECK(std::fabs(gpu_tail - cpu_tail) <= 0.02 * cpu_tail);
     CHECK(last_loss < first_loss - 0.5);  // it learned something, so tracking is not trivially flat
 }
 

@@ -1,0 +1,231 @@
+// CudaOps::attention_forward / attention_backward (cuda/attention.cu) against the CPU reference (CpuOps).
+//
+// Inputs: q, k, v, dout ~ N(0, 1) (scaled scores then have stddev ~1, so the softmax is far from uniform),
+// rounded to bf16 first so that both backends see identical values.
+//
+// Tolerances (stated per quantity; m = max |reference| of the quantity compared):
+// - out (bf16): |cuda - cpu| <= 2e-2 m + 1e-3. The kernel rounds P to bf16 before P V (2^-9 relative per
+//   weight) and rounds out to bf16 (2^-9 relative); both stay well below 1% of the output's magnitude.
+// - lse (f32): |cuda - cpu| <= 1e-3 absolute. Scores come from exact bf16 products summed in f32 on both
+//   sides, the running sum is f32: errors are ~1e-6.
+// - dq, dk, dv (bf16, accumulated with +=): the outputs are pre-filled with nonzero values (the same on
+//   both sides) and the increment is compared: |cuda - cpu| <= 3e-2 g + 1e-5 + 2^-8 |cpu|, g = max |increment|.
+//   The kernels round P and dS to bf16 before the tensor-core products (2^-9 relative per term, summed over
+//   up to T terms with random signs), and the stored result prefill + increment is rounded to bf16 once
+//   (<= 2^-9 relative to the stored value, covered by the rtol of 2^-8).
+// - Repeatability: the same inputs twice give the same bits for out, lse, dq, dk and dv (no atomics).
+#include "cuda_test_main.h"
+#include "cuda_test_util.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "cuda/context.h"
+
+namespace {
+
+struct Shape5 {
+    int64_t B, T, H, KV, hd;
+};
+
+double max_abs(const Tensor& host) {
+    const float* p = host.f32();
+    double m = 0;
+    for (int64_t i = 0, n = host.numel(); i < n; ++i) m = std::max(m, static_cast<double>(std::fabs(p[i])));
+    return m;
+}
+
+Tensor rand_bf16_host(const Shape& shape, uint64_t seed, float stddev = 1.0f) {
+    Tensor t = randn_host(shape, seed, stddev);
+    round_to_bf16(t);
+    return t;
+}
+
+// a - b element-wise (host f32).
+Tensor minus(const Tensor& a, const Tensor& b) {
+    Tensor r = a.clone();
+    float* pr = r.f32();
+    const float* pb = b.f32();
+    for (int64_t i = 0, n = r.numel(); i < n; ++i) pr[i] -= pb[i];
+    return r;
+}
+
+struct Inputs {
+    Shape5 s;
+    Tensor q, k, v, dout;  // host f32, bf16-exact
+    Shape q_shape() const { return {s.B, s.T, s.H, s.hd}; }
+    Shape kv_shape() const { return {s.B, s.T, s.KV, s.hd}; }
+    Shape lse_shape() const { return {s.B, s.H, s.T}; }
+};
+
+Inputs make_inputs(const Shape5& s, uint64_t seed) {
+    Inputs in{s, {}, {}, {}, {}};
+    in.q = rand_bf16_host(in.q_shape(), seed + 1);
+    in.k = rand_bf16_host(in.kv_shape(), seed + 2);
+    in.v = rand_bf16_host(in.kv_shape(), seed + 3);
+    in.dout = rand_bf16_host(in.q_shape(), seed + 4);
+    return in;
+}
+
+void check_attention_case(const Shape5& s, uint64_t seed) {
+    INFO("B=" << s.B << " T=" << s.T << " H=" << s.H << " KV=" << s.KV << " hd=" << s.hd);
+    CudaOps& ops = cuda_ops();
+    CpuOps cpu;
+    const Inputs in = make_inputs(s, seed);
+
+    // ---- forward ----
+    Tensor out_ref = Tensor::zeros(in.q_shape());
+    Tensor lse_ref = Tensor::zeros(in.lse_shape());
+    cpu.attention_forward(out_ref, lse_ref, in.q, in.k, in.v);
+
+    const Tensor qd = to_cuda_bf16(in.q, ops), kd = to_cuda_bf16(in.k, ops), vd = to_cuda_bf16(in.v, ops);
+    const Tensor dod = to_cuda_bf16(in.dout, ops);
+    // Garbage in the outputs: the forward must overwrite every element.
+    Tensor out_d = to_cuda_bf16(rand_bf16_host(in.q_shape(), seed + 5, 100.0f), ops);
+    Tensor lse_d = to_cuda_f32(randn_host(in.lse_shape(), seed + 6, 100.0f), ops);
+    ops.attention_forward(out_d, lse_d, qd, kd, vd);
+
+    const double out_max = max_abs(out_ref);
+    check_close(out_d, out_ref, 2e-2 * out_max + 1e-3, 0.0, "attention_forward out");
+    check_close(lse_d, lse_ref, 1e-3, 0.0, "attention_forward lse");
+
+    // ---- backward, on the same out (as bf16, what the CUDA forward stores) and lse for both backends ----
+    Tensor out_b = out_ref.clone();
+    round_to_bf16(out_b);
+    const Tensor dq0 = rand_bf16_host(in.q_shape(), seed + 7), dk0 = rand_bf16_host(in.kv_shape(), seed + 8),
+                 dv0 = rand_bf16_host(in.kv_shape(), seed + 9);
+    Tensor dq_ref = dq0.clone(), dk_ref = dk0.clone(), dv_ref = dv0.clone();
+    cpu.attention_backward(dq_ref, dk_ref, dv_ref, in.dout, in.q, in.k, in.v, out_b, lse_ref);
+
+    Tensor dq_d = to_cuda_bf16(dq0, ops), dk_d = to_cuda_bf16(dk0, ops), dv_d = to_cuda_bf16(dv0, ops);
+    const Tensor out_bd = to_cuda_bf16(out_b, ops), lse_rd = to_cuda_f32(lse_ref, ops);
+    ops.attention_backward(dq_d, dk_d, dv_d, dod, qd, kd, vd, out_bd, lse_rd);
+
+    const double rtol = 1.0 / 256;  // the bf16 rounding of the stored prefill + increment
+    const double gq = max_abs(minus(dq_ref, dq0)), gk = max_abs(minus(dk_ref, dk0)), gv = max_abs(minus(dv_ref, dv0));
+    MESSAGE("max |ref|: out " << out_max << ", dq " << gq << ", dk " << gk << ", dv " << gv);
+    if (s.T > 1) {  // with one token P = 1 and dS = P (dP - D) = 0: dq and dk get (almost) nothing
+        CHECK(gq > 0);
+        CHECK(gk > 0);
+    }
+    CHECK(gv > 0);
+    // 1e-5: a floor for the T = 1 case, where the dq/dk increments are rounding noise around 0.
+    check_close(dq_d, dq_ref, 3e-2 * gq + 1e-5, rtol, "attention_backward dq");
+    check_close(dk_d, dk_ref, 3e-2 * gk + 1e-5, rtol, "attention_backward dk");
+    check_close(dv_d, dv_ref, 3e-2 * gv + 1e-5, rtol, "attention_backward dv");
+}
+
+}  // namespace
+
+TEST_CASE("attention: B=2 T=64 H=4 KV=2 hd=64 (GQA)") { check_attention_case({2, 64, 4, 2, 64}, 100); }
+TEST_CASE("attention: T=77, not a multiple of the 64-row tile") { check_attention_case({2, 77, 4, 2, 64}, 200); }
+TEST_CASE("attention: MHA (H = KV)") { check_attention_case({2, 77, 4, 4, 64}, 300); }
+TEST_CASE("attention: MQA (KV = 1)") { check_attention_case({2, 77, 4, 1, 64}, 400); }
+TEST_CASE("attention: SmolLM-135M shape B=1 T=256 H=9 KV=3 hd=64") { check_attention_case({1, 256, 9, 3, 64}, 500); }
+TEST_CASE("attention: hd=128") { check_attention_case({2, 130, 4, 2, 128}, 600); }
+TEST_CASE("attention: hd=40 and hd=96 (zero-padded to 64 / 128)") {
+    check_attention_case({1, 100, 2, 1, 40}, 700);
+    check_attention_case({1, 100, 4, 2, 96}, 800);
+}
+TEST_CASE("attention: tiny T=1 and T=5") {
+    check_attention_case({1, 1, 2, 1, 64}, 900);
+    check_attention_case({3, 5, 2, 2, 8}, 1000);
+}
+TEST_CASE("attention: long B=1 T=2048 H=15 KV=5 hd=64") { check_attention_case({1, 2048, 15, 5, 64}, 1100); }
+
+TEST_CASE("attention: bitwise repeatable (same inputs twice, same bits)") {
+    CudaOps& ops = cuda_ops();
+    for (const Shape5 s : {Shape5{2, 200, 6, 2, 64}, Shape5{1, 150, 4, 1, 128}}) {
+        INFO("B=" << s.B << " T=" << s.T << " H=" << s.H << " KV=" << s.KV << " hd=" << s.hd);
+        const Inputs in = make_inputs(s, 1200);
+        const Tensor qd = to_cuda_bf16(in.q, ops), kd = to_cuda_bf16(in.k, ops), vd = to_cuda_bf16(in.v, ops);
+        const Tensor dod = to_cuda_bf16(in.dout, ops);
+        const Tensor dq0 = rand_bf16_host(in.q_shape(), 1207), dk0 = rand_bf16_host(in.kv_shape(), 1208),
+                     dv0 = rand_bf16_host(in.kv_shape(), 1209);
+        Tensor out[2], lse[2], dq[2], dk[2], dv[2];
+        for (int run = 0; run < 2; ++run) {
+            out[run] = ops.activation(in.q_shape());
+            lse[run] = ops.f32_zeros(in.lse_shape());
+            ops.attention_forward(out[run], lse[run], qd, kd, vd);
+            dq[run] = to_cuda_bf16(dq0, ops);
+            dk[run] = to_cuda_bf16(dk0, ops);
+            dv[run] = to_cuda_bf16(dv0, ops);
+            ops.attention_backward(dq[run], dk[run], dv[run], dod, qd, kd, vd, out[run], lse[run]);
+        }
+        check_bitwise_equal(out[0], out[1], "out");
+        check_bitwise_equal(lse[0], lse[1], "lse");
+        check_bitwise_equal(dq[0], dq[1], "dq");
+        check_bitwise_equal(dk[0], dk[1], "dk");
+        check_bitwise_equal(dv[0], dv[1], "dv");
+    }
+}
+
+TEST_CASE("attention: rejects bad shapes and dtypes with std::invalid_argument") {
+    CudaOps& ops = cuda_ops();
+    const auto bf = [&](const Shape& s) { return ops.activation(s); };
+    {  // hd not a multiple of 8
+        Tensor q = bf({1, 8, 2, 12}), k = bf({1, 8, 1, 12}), v = bf({1, 8, 1, 12}), out = bf({1, 8, 2, 12});
+        Tensor lse = ops.f32_zeros({1, 2, 8});
+        CHECK_THROWS_AS(ops.attention_forward(out, lse, q, k, v), std::invalid_argument);
+    }
+    {  // hd > 128
+        Tensor q = bf({1, 8, 2, 136}), k = bf({1, 8, 1, 136}), v = bf({1, 8, 1, 136}), out = bf({1, 8, 2, 136});
+        Tensor lse = ops.f32_zeros({1, 2, 8});
+        CHECK_THROWS_AS(ops.attention_forward(out, lse, q, k, v), std::invalid_argument);
+    }
+    {  // H not a multiple of KV
+        Tensor q = bf({1, 8, 3, 64}), k = bf({1, 8, 2, 64}), v = bf({1, 8, 2, 64}), out = bf({1, 8, 3, 64});
+        Tensor lse = ops.f32_zeros({1, 3, 8});
+        CHECK_THROWS_AS(ops.attention_forward(out, lse, q, k, v), std::invalid_argument);
+    }
+    {  // f32 q; lse of the wrong shape; dk of the wrong shape in backward
+        Tensor q = ops.f32_zeros({1, 8, 2, 64}), k = bf({1, 8, 1, 64}), v = bf({1, 8, 1, 64}), out = bf({1, 8, 2, 64});
+        Tensor lse = ops.f32_zeros({1, 2, 8});
+        CHECK_THROWS_AS(ops.attention_forward(out, lse, q, k, v), std::invalid_argument);
+        Tensor qb = bf({1, 8, 2, 64}), bad_lse = ops.f32_zeros({1, 8, 2});
+        CHECK_THROWS_AS(ops.attention_forward(out, bad_lse, qb, k, v), std::invalid_argument);
+        Tensor dq = bf({1, 8, 2, 64}), dk = bf({1, 8, 2, 64}), dv = bf({1, 8, 1, 64}), dout = bf({1, 8, 2, 64});
+        CHECK_THROWS_AS(ops.attention_backward(dq, dk, dv, dout, qb, k, v, out, lse), std::invalid_argument);
+    }
+}
+
+// Not a check: how fast the fallback kernels are on the long shape (doctest always prints MESSAGE).
+TEST_CASE("attention: timing of the long shape (informational)") {
+    CudaOps& ops = cuda_ops();
+    const Shape5 s{1, 2048, 15, 5, 64};
+    const Inputs in = make_inputs(s, 1300);
+    const Tensor qd = to_cuda_bf16(in.q, ops), kd = to_cuda_bf16(in.k, ops), vd = to_cuda_bf16(in.v, ops);
+    const Tensor dod = to_cuda_bf16(in.dout, ops);
+    Tensor out = ops.activation(in.q_shape()), lse = ops.f32_zeros(in.lse_shape());
+    Tensor dq = ops.activation(in.q_shape()), dk = ops.activation(in.kv_shape()), dv = ops.activation(in.kv_shape());
+    cudaStream_t stream = ops.context().stream;
+    cudaEvent_t e0, e1, e2;
+    REQUIRE(cudaEventCreate(&e0) == cudaSuccess);
+    REQUIRE(cudaEventCreate(&e1) == cudaSuccess);
+    REQUIRE(cudaEventCreate(&e2) == cudaSuccess);
+    ops.attention_forward(out, lse, qd, kd, vd);  // warm-up
+    ops.attention_backward(dq, dk, dv, dod, qd, kd, vd, out, lse);
+    constexpr int kIters = 5;
+    REQUIRE(cudaEventRecord(e0, stream) == cudaSuccess);
+    for (int i = 0; i < kIters; ++i) ops.attention_forward(out, lse, qd, kd, vd);
+    REQUIRE(cudaEventRecord(e1, stream) == cudaSuccess);
+    for (int i = 0; i < kIters; ++i) ops.attention_backward(dq, dk, dv, dod, qd, kd, vd, out, lse);
+    REQUIRE(cudaEventRecord(e2, stream) == cudaSuccess);
+    REQUIRE(cudaEventSynchronize(e2) == cudaSuccess);
+    float fwd_ms = 0, bwd_ms = 0;
+    REQUIRE(cudaEventElapsedTime(&fwd_ms, e0, e1) == cudaSuccess);
+    REQUIRE(cudaEventElapsedTime(&bwd_ms, e1, e2) == cudaSuccess);
+    fwd_ms /= kIters;
+    bwd_ms /= kIters;
+    // Causal useful FLOPs: forward 2 GEMMs, backward 5 (2.5x), each 2*B*H*hd*T^2/2.
+    const double gemm = 2.0 * s.B * s.H * s.hd * static_cast<double>(s.T) * s.T / 2;
+    MESSAGE("attention B=1 T=2048 H=15 KV=5 hd=64: forward " << fwd_ms << " ms (" << 2 * gemm / fwd_ms * 1e-9
+                                                             << " TFLOP/s), backward " << bwd_ms << " ms ("
+                                                             << 5 * gemm / bwd_ms * 1e-9 << " TFLOP/s)");
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaEventDestroy(e2);
+}
