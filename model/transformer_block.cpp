@@ -76,7 +76,7 @@ public:
         Tensor attn = ops.activation({B, T, H, hd}), lse = ops.f32_zeros({B, H, T});
         ops.attention_forward(attn, lse, q, k, v4);
         Tensor attn2 = attn.reshaped({N, d});
-        Tensor x1 = x.clone();
+        Tensor x1 = ops.copy_of(x);
         Tensor proj = ops.activation({N, d});
         ops.linear_forward(proj, attn2, w[p_.wo]);
         ops.add_inplace(x1, proj);
@@ -89,7 +89,7 @@ public:
         ops.linear_forward(gate, h2, w[p_.w_gate]);
         ops.linear_forward(up, h2, w[p_.w_up]);
         ops.swiglu_forward(act, gate, up);
-        Tensor x2 = x1.clone();
+        Tensor x2 = ops.copy_of(x1);
         Tensor down = ops.activation({N, d});
         ops.linear_forward(down, act, w[p_.w_down]);
         ops.add_inplace(x2, down);
@@ -109,7 +109,7 @@ public:
         const float theta = static_cast<float>(c_.rope_theta);
 
         // MLP half: x2 = x1 + mlp(x1), so dx1 = dout + d mlp/dx1.
-        Tensor dx1 = dout.clone();
+        Tensor dx1 = ops.copy_of(dout);
         Tensor dact = ops.activation({N, f});
         ops.linear_backward(dact, g[p_.w_down], dout, s[kAct], w[p_.w_down]);
         Tensor dgate = ops.activation({N, f}), dup = ops.activation({N, f});
@@ -120,7 +120,7 @@ public:
         ops.rmsnorm_backward(dx1, g[p_.mlp_norm], dh2, s[kX1], w[p_.mlp_norm], s[kRstd2]);
 
         // Attention half: x1 = x + attn(x), so dx = dx1 + d attn/dx.
-        Tensor dx = dx1.clone();
+        Tensor dx = ops.copy_of(dx1);
         Tensor dattn = ops.activation({B, T, H, hd});
         Tensor dattn2 = dattn.reshaped({N, d});
         ops.linear_backward(dattn2, g[p_.wo], dx1, s[kAttn].reshaped({N, d}), w[p_.wo]);

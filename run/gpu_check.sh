@@ -65,7 +65,7 @@ fi
 
 # 4. The benchmark.
 if ! skip bench; then
-  timeout 200 "$build/nobubble" bench gpu >"$out/bench_gpu.txt" 2>&1
+  timeout 200 "$build/nobubble" bench gpu --profile ${GPU_BENCH_ARGS:-} >"$out/bench_gpu.txt" 2>&1
   note "bench gpu: exit $?"
   tee -a "$summary" <"$out/bench_gpu.txt"
 fi

@@ -5,6 +5,9 @@
 #include "model_step.h"
 #include "optim/adamw.h"
 #include "rng.h"
+#include "timed_ops.h"
+
+#include <fmt/format.h>
 
 namespace nb {
 
@@ -22,27 +25,52 @@ Microbatch random_microbatch(const ModelConfig& c, int64_t batch, int64_t seq_le
 
 }  // namespace
 
-StepTiming time_training_step(Ops& ops, const ModelConfig& c, int64_t micro_batch_size, int64_t seq_len, int steps) {
-    const Device device = ops.device();
-    StageModel model(c, whole_model_spec(c));
-    TensorSet weights = model.init_weights(1).to(device);
-    TensorSet compute = make_compute_weights(ops, weights);
-    TensorSet grads = TensorSet::zeros(model.layout(), DType::f32, device);
-    AdamW optimizer(model.layout(), AdamWConfig{}, device);
-    const Microbatch mb = random_microbatch(c, micro_batch_size, seq_len, device);
-    auto step = [&] {
+// Everything one training step touches, on the backend's device.
+struct StepState {
+    StageModel model;
+    TensorSet weights, compute, grads;
+    AdamW optimizer;
+    Microbatch batch;
+
+    StepState(Ops& ops, const ModelConfig& c, int64_t micro_batch_size, int64_t seq_len)
+        : model(c, whole_model_spec(c)),
+          weights(model.init_weights(1).to(ops.device())),
+          compute(make_compute_weights(ops, weights)),
+          grads(TensorSet::zeros(model.layout(), DType::f32, ops.device())),
+          optimizer(model.layout(), AdamWConfig{}, ops.device()),
+          batch(random_microbatch(c, micro_batch_size, seq_len, ops.device())) {}
+
+    void step(Ops& ops) {
         grads.zero();
-        forward_backward(ops, model, compute, grads, mb);
+        forward_backward(ops, model, compute, grads, batch);
         optimizer.step(ops, model.layout(), weights, grads, 1e-4f);
         refresh_compute_weights(ops, weights, compute);
-    };
-    step();
+    }
+};
+
+StepTiming time_training_step(Ops& ops, const ModelConfig& c, int64_t micro_batch_size, int64_t seq_len, int steps) {
+    StepState state(ops, c, micro_batch_size, seq_len);
+    state.step(ops);  // warm-up: caches, cuBLASLt plans
     StepTiming t;
-    t.seconds = best_seconds(ops, steps, step);
+    t.seconds = best_seconds(ops, steps, [&] { state.step(ops); });
     t.tokens = micro_batch_size * seq_len;
     t.model_flops = model_flops_per_token(c, seq_len) * static_cast<double>(t.tokens);
-    t.parameters = model.layout().total_numel();
+    t.parameters = state.model.layout().total_numel();
     return t;
+}
+
+void print_step_profile(Ops& ops, const ModelConfig& c, int64_t micro_batch_size, int64_t seq_len) {
+    StepState state(ops, c, micro_batch_size, seq_len);
+    state.step(ops);
+    TimedOps timed(ops);
+    const double seconds = best_seconds(ops, 1, [&] { state.step(timed); });
+    double total = 0;
+    for (const auto& t : timed.report()) total += t.seconds;
+    fmt::print("  op profile of one step ({:.1f} ms with a synchronisation around every op; ops sum to {:.1f} ms):\n",
+               seconds * 1e3, total * 1e3);
+    fmt::print("    {:<26} {:>7} {:>10} {:>7}\n", "op", "calls", "ms", "share");
+    for (const auto& t : timed.report())
+        fmt::print("    {:<26} {:>7} {:>10.2f} {:>6.1f}%\n", t.name, t.calls, t.seconds * 1e3, 100 * t.seconds / total);
 }
 
 }  // namespace nb

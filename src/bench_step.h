@@ -17,6 +17,9 @@ struct StepTiming {
 StepTiming time_training_step(Ops& ops, const ModelConfig& config, int64_t micro_batch_size, int64_t seq_len,
                               int steps);
 
+// One step with every op timed (TimedOps): where the step's time goes, largest first, printed as a table.
+void print_step_profile(Ops& ops, const ModelConfig& config, int64_t micro_batch_size, int64_t seq_len);
+
 // Best wall time of `reps` calls of body(), each followed by ops.synchronize().
 template <class F>
 double best_seconds(Ops& ops, int reps, F&& body);

@@ -32,6 +32,13 @@ public:
     Tensor f32_zeros(const Shape& shape) { return zeros(shape, DType::f32); }
     // dst = src converted to dst's dtype (f32 <-> activation dtype), same element count.
     virtual void cast(Tensor& dst, const Tensor& src) = 0;
+    // A copy on this backend's device, issued like any other op (Tensor::clone on a device tensor waits for
+    // the copy; this does not).
+    Tensor copy_of(const Tensor& t) {
+        Tensor c = zeros(t.shape(), t.dtype());
+        cast(c, t);
+        return c;
+    }
     // Waits until every op issued so far has finished (a no-op where ops run synchronously, as on the CPU).
     virtual void synchronize() {}
 

@@ -18,6 +18,7 @@ struct BenchOpsFlags {
     int64_t micro_batch_size = 8;
     int64_t seq_length = 256;
     double target = 0.30;
+    bool profile = false;
 };
 
 // y[n,n] = x[n,n] W[n,n]^T through the op interface: 2 n^3 FLOPs.
@@ -46,6 +47,11 @@ int run_bench_ops(const BenchOpsFlags& f) {
         fmt::print("  {:<8} {:>12} {:>10.1f} {:>12.0f} {:>14.1f} {:>13.1f}%\n", name, t.parameters, t.seconds * 1e3,
                    static_cast<double>(t.tokens) / t.seconds, gflops, 100 * ratio);
     }
+    if (f.profile)
+        for (const char* name : {"tiny", "small"}) {
+            fmt::print("{}:\n", name);
+            print_step_profile(ops, model_preset(name), f.micro_batch_size, f.seq_length);
+        }
     fmt::print("target: small >= {:.0f}% of the sgemm rate: measured {:.1f}% = {:.2f} x target\n", 100 * f.target,
                100 * small_ratio, small_ratio / f.target);
     return 0;
@@ -63,6 +69,7 @@ Command add_bench_command(CLI::App& app) {
         ->capture_default_str();
     ops->add_option("--micro-batch-size", ops_flags->micro_batch_size, "Sequences per step")->capture_default_str();
     ops->add_option("--seq-length", ops_flags->seq_length, "Tokens per sequence")->capture_default_str();
+    ops->add_flag("--profile", ops_flags->profile, "Also print where one step's time goes, op by op");
     auto gpu = add_bench_gpu_command(*sub);
     return {sub, [ops_flags, ops, gpu] {
                 if (ops->parsed()) return run_bench_ops(*ops_flags);

@@ -26,6 +26,7 @@ struct BenchGpuFlags {
     int64_t seq_length = 2048;
     std::vector<std::string> models = {"smollm-135m", "smollm-360m"};
     double target_mfu = 0.45;
+    bool profile = false;
 };
 
 int run_bench_gpu(const BenchGpuFlags& f) {
@@ -51,6 +52,11 @@ int run_bench_gpu(const BenchGpuFlags& f) {
                    t.seconds * 1e3, static_cast<double>(t.tokens) / t.seconds, tflops, 100 * mfu,
                    100 * tflops / gemm_tflops);
     }
+    if (f.profile)
+        for (const auto& name : f.models) {
+            fmt::print("{}:\n", name);
+            print_step_profile(ops, model_preset(name), f.micro_batch_size, f.seq_length);
+        }
     fmt::print("GPU memory in use at the end (cudaMemGetInfo; the caching allocator keeps its peak): {:.2f} GiB\n",
                static_cast<double>(cuda::device_memory_used_bytes()) / (1u << 30));
     fmt::print("Muon Newton-Schulz share of the step: not measured (Muon arrives with the optimizer issue)\n");
@@ -71,6 +77,7 @@ Command add_bench_gpu_command(CLI::App& bench) {
     sub->add_option("--micro-batch-size", flags->micro_batch_size, "Sequences per step")->capture_default_str();
     sub->add_option("--seq-length", flags->seq_length, "Tokens per sequence")->capture_default_str();
     sub->add_option("--models", flags->models, "Presets to time")->capture_default_str();
+    sub->add_flag("--profile", flags->profile, "Also print where one step's time goes, op by op");
     return {sub, [flags] { return run_bench_gpu(*flags); }};
 }
 
