@@ -2,6 +2,8 @@
 // written out again here; and every validation error names its flag.
 #include <doctest/doctest.h>
 
+#include "test_util.h"
+
 #include <cmath>
 #include <functional>
 #include <string>
@@ -13,6 +15,9 @@ using nb::LrSchedule;
 using nb::LrScheduleConfig;
 
 namespace {
+
+using nb::test::contains;
+using nb::test::usage_error;
 
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kLr = 3e-4, kMinLr = 3e-5;
@@ -33,20 +38,6 @@ double linear_lr(int64_t step) { return kLr - (kLr - kMinLr) * double(step - kWa
 double cosine_lr(int64_t step) {
     double progress = double(step - kWarmup) / double(kTrainIters - kWarmup);
     return kMinLr + 0.5 * (kLr - kMinLr) * (1.0 + std::cos(kPi * progress));
-}
-
-// The message of the nb::UsageError that `f` throws, or "" if it throws none.
-std::string usage_error(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const nb::UsageError& e) {
-        return e.what();
-    }
-    return "";
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-    return haystack.find(needle) != std::string::npos;
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // DESIGN section 2, checked here from the lists themselves and against the version table written out again.
 #include <doctest/doctest.h>
 
+#include "test_util.h"
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -20,6 +22,9 @@ using nb::ScheduleSpec;
 using nb::StagePlan;
 
 namespace {
+
+using nb::test::contains;
+using nb::test::usage_error;
 
 constexpr ScheduleKind kAllKinds[] = {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::two_bw,
                                       ScheduleKind::pipedream};
@@ -252,20 +257,6 @@ void check_everything(const ScheduleSpec& spec) {
     const nb::SimResult sim = nb::simulate(plans, nb::SimCosts{});
     CHECK_FALSE(sim.deadlock);
     CHECK(sim.deadlock_reason == "");
-}
-
-// The message of the nb::UsageError that `f` throws, or "" if it throws none.
-std::string usage_error(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const nb::UsageError& e) {
-        return e.what();
-    }
-    return "";
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-    return haystack.find(needle) != std::string::npos;
 }
 
 }  // namespace

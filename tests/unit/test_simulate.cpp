@@ -2,6 +2,8 @@
 // speed at P = 64, m = 512, and the rendering of a small grid and of a large run's summary.
 #include <doctest/doctest.h>
 
+#include "test_util.h"
+
 #include <chrono>
 #include <string>
 #include <vector>
@@ -21,6 +23,9 @@ using nb::StagePlan;
 
 namespace {
 
+using nb::test::contains;
+using nb::test::usage_error;
+
 ScheduleSpec make_spec(ScheduleKind kind, int p, int64_t m, int64_t steps) {
     ScheduleSpec spec;
     spec.kind = kind;
@@ -32,10 +37,6 @@ ScheduleSpec make_spec(ScheduleKind kind, int p, int64_t m, int64_t steps) {
 
 SimResult simulate_spec(const ScheduleSpec& spec, const SimCosts& costs = {}) {
     return nb::simulate(nb::build_schedule(spec), costs);
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-    return haystack.find(needle) != std::string::npos;
 }
 
 }  // namespace
