@@ -55,4 +55,12 @@ std::vector<StageSpec> partition_model(const ModelConfig& config, int num_stages
     return specs;
 }
 
+std::string describe_cut(const std::vector<StageSpec>& cut) {
+    std::vector<std::string> parts;
+    for (const StageSpec& spec : cut)
+        parts.push_back(spec.num_blocks() == 1 ? fmt::format("{}", spec.first_block)
+                                               : fmt::format("{}-{}", spec.first_block, spec.end_block - 1));
+    return fmt::format("blocks {}", fmt::join(parts, " | "));
+}
+
 }  // namespace nb

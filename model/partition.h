@@ -1,6 +1,7 @@
 // Cutting the model into pipeline stages.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "model/config.h"
@@ -13,5 +14,8 @@ namespace nb {
 // balanced cuts, earlier stages get fewer blocks: under 1F1B they hold more microbatches in flight.
 // UsageError when there are more stages than blocks.
 std::vector<StageSpec> partition_model(const ModelConfig& config, int num_stages);
+
+// What each stage holds, for log lines: "blocks 0-1 | 2-3 | 4".
+std::string describe_cut(const std::vector<StageSpec>& cut);
 
 }  // namespace nb

@@ -4,11 +4,21 @@
 
 namespace nb {
 
-double grad_sum_squares(Ops& ops, const TensorSet& grads) {
+std::vector<double> param_sum_squares(Ops& ops, const TensorSet& grads) {
+    std::vector<double> sums;
+    sums.reserve(grads.tensors.size());
+    for (const Tensor& g : grads.tensors) sums.push_back(ops.sum_squares(g));
+    return sums;
+}
+
+double total_sum_squares(const std::vector<std::vector<double>>& per_stage) {
     double sum = 0.0;
-    for (const Tensor& g : grads.tensors) sum += ops.sum_squares(g);
+    for (const auto& stage : per_stage)
+        for (double x : stage) sum += x;
     return sum;
 }
+
+double grad_sum_squares(Ops& ops, const TensorSet& grads) { return total_sum_squares({param_sum_squares(ops, grads)}); }
 
 double global_grad_norm(Ops& ops, const TensorSet& grads) { return std::sqrt(grad_sum_squares(ops, grads)); }
 

@@ -7,16 +7,29 @@
 // max_norm <= 0 disables clipping (the norm is still computed, for logging). A non-finite norm (NaN or inf)
 // leaves the gradients untouched and is returned as is: the caller decides (skip the step, stop the run).
 //
-// Across pipeline stages the norm needs one all-reduce of the sums of squares; the pieces below let the
-// caller put it in between: grad_sum_squares -> all-reduce -> sqrt -> clip_grads_to_norm.
+// Across pipeline stages the norm needs the sums of squares of every stage. To keep the bits of the unsplit
+// model, each stage contributes its per-parameter sums (param_sum_squares) rather than a subtotal, which would
+// round differently, and every stage adds all of them one after the other in canonical order
+// (total_sum_squares): param_sum_squares -> gather to every stage -> total_sum_squares -> sqrt ->
+// clip_grads_to_norm.
 #pragma once
+
+#include <vector>
 
 #include "model/params.h"
 #include "ops.h"
 
 namespace nb {
 
-// This process's share: sum over its tensors of sum(g^2), in layout order, in double.
+// sum(g^2) of every gradient tensor, in layout order, each accumulated in double: what a stage contributes.
+std::vector<double> param_sum_squares(Ops& ops, const TensorSet& grads);
+
+// THE ORDER RULE: the per-parameter sums added one after the other into one double starting from 0, stage by
+// stage in the order given (stage 0's parameters first), each stage's in layout order. Over the stages of a
+// cut this is exactly grad_sum_squares of the unsplit model, since the stage layouts concatenate to its layout.
+double total_sum_squares(const std::vector<std::vector<double>>& per_stage);
+
+// total_sum_squares of this process's gradients alone.
 double grad_sum_squares(Ops& ops, const TensorSet& grads);
 
 // sqrt(grad_sum_squares): the global norm when all gradients are local.

@@ -12,6 +12,7 @@
 #include "metrics_writer.h"
 #include "model/partition.h"
 #include "model/stage_model.h"
+#include "model_step.h"
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
@@ -115,25 +116,6 @@ TensorSet compute_snapshot(Ops& ops, const TensorSet& master) {
 
 // ---- one microbatch through all stages ----
 
-// Forward of stage `stage`'s layers, from the previous stage's activation (undefined for stage 0).
-Tensor forward_stage(const Stage& stage, const LayerContext& ctx, Tensor x, std::vector<Stash>* stashes) {
-    const auto& layers = stage.model.layers();
-    if (stashes) stashes->resize(layers.size());
-    for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward(ctx, x, stashes ? &(*stashes)[i] : nullptr);
-    return x;
-}
-
-// Backward of stage `stage`'s layers in reverse, from the next stage's input gradient (for the last stage:
-// d(objective)/d(loss)); returns the gradient of the stage's input.
-Tensor backward_stage(const Stage& stage, const LayerContext& ctx, Tensor dx, std::vector<Stash>& stashes) {
-    const auto& layers = stage.model.layers();
-    for (size_t i = layers.size(); i-- > 0;) {
-        dx = layers[i]->backward(ctx, dx, stashes[i]);
-        stashes[i] = {};  // free activations as soon as they are consumed
-    }
-    return dx;
-}
-
 // Forward through stage 0..p-1, stage s with weights[s]; backward through p-1..0, each stage accumulating into
 // its own gradients. The objective is the microbatch's mean loss (dloss = 1, as the trainer). Returns the loss.
 float forward_backward(Ops& ops, std::vector<std::unique_ptr<Stage>>& stages,
@@ -143,14 +125,13 @@ float forward_backward(Ops& ops, std::vector<std::unique_ptr<Stage>>& stages,
     Tensor x;
     for (size_t s = 0; s < p; ++s) {
         LayerContext ctx{ops, *weights[s], &stages[s]->grads, batch};
-        x = forward_stage(*stages[s], ctx, x, &stashes[s]);
+        x = stage_forward(stages[s]->model, ctx, x, &stashes[s]);
     }
     const float loss = x.f32()[0];
-    Tensor dx = Tensor::zeros({1});
-    dx.f32()[0] = 1.0f;
+    Tensor dx = loss_gradient();
     for (size_t s = p; s-- > 0;) {
         LayerContext ctx{ops, *weights[s], &stages[s]->grads, batch};
-        dx = backward_stage(*stages[s], ctx, dx, stashes[s]);
+        dx = stage_backward(stages[s]->model, ctx, dx, stashes[s]);
     }
     return loss;
 }
@@ -161,7 +142,7 @@ float forward_loss(Ops& ops, const std::vector<std::unique_ptr<Stage>>& stages, 
     Tensor x;
     for (size_t s = 0; s < stages.size(); ++s) {
         LayerContext ctx{ops, history.newest_weights(static_cast<int>(s)), nullptr, batch};
-        x = forward_stage(*stages[s], ctx, x, nullptr);
+        x = stage_forward(stages[s]->model, ctx, x, nullptr);
     }
     return x.f32()[0];
 }
@@ -176,31 +157,20 @@ float forward_loss(Ops& ops, const std::vector<std::unique_ptr<Stage>>& stages, 
 // optim/grad_clip.h's grad_sum_squares over the unsplit model: the bits of `train`. The pipeline reproduces it
 // by gathering the per-parameter sums (not per-stage subtotals, which would round differently) and folding them
 // in this order. --clip-scope global scales every stage by clip_coefficient(global norm); --clip-scope stage
-// scales each stage by clip_coefficient(its own norm).
+// scales each stage by clip_coefficient(its own norm). The adding itself is optim/grad_clip.h's
+// total_sum_squares, the one rule the pipeline follows too.
 
 using ParamSums = std::vector<std::vector<double>>;  // [stage][parameter]
 
 ParamSums param_sum_squares(Ops& ops, const std::vector<std::unique_ptr<Stage>>& stages) {
     ParamSums sums;
-    for (const auto& stage : stages) {
-        sums.emplace_back();
-        for (const Tensor& g : stage->grads.tensors) sums.back().push_back(ops.sum_squares(g));
-    }
+    for (const auto& stage : stages) sums.push_back(nb::param_sum_squares(ops, stage->grads));
     return sums;
 }
 
-double stage_norm(const ParamSums& sums, size_t stage) {
-    double sum = 0.0;
-    for (double x : sums[stage]) sum += x;
-    return std::sqrt(sum);
-}
+double stage_norm(const ParamSums& sums, size_t stage) { return std::sqrt(total_sum_squares({sums[stage]})); }
 
-double global_norm(const ParamSums& sums) {
-    double sum = 0.0;
-    for (const auto& stage : sums)
-        for (double x : stage) sum += x;
-    return std::sqrt(sum);
-}
+double global_norm(const ParamSums& sums) { return std::sqrt(total_sum_squares(sums)); }
 
 // Clips as --clip-scope says and returns the global norm before clipping (what the progress line reports).
 double clip_gradients(Ops& ops, std::vector<std::unique_ptr<Stage>>& stages, const TrainOptions& o) {
@@ -302,13 +272,9 @@ private:
 
 // "blocks 0-1 | 2-3 | 4": what each stage holds.
 std::string describe_cut(const std::vector<std::unique_ptr<Stage>>& stages) {
-    std::vector<std::string> parts;
-    for (const auto& st : stages) {
-        const StageSpec& spec = st->model.spec();
-        parts.push_back(spec.num_blocks() == 1 ? fmt::format("{}", spec.first_block)
-                                               : fmt::format("{}-{}", spec.first_block, spec.end_block - 1));
-    }
-    return fmt::format("blocks {}", fmt::join(parts, " | "));
+    std::vector<StageSpec> cut;
+    for (const auto& st : stages) cut.push_back(st->model.spec());
+    return nb::describe_cut(cut);
 }
 
 // Canonical order: stage 0's tensors in layout order, then stage 1's, ... (for an untied model, the whole

@@ -17,6 +17,13 @@ struct RuntimeError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// An error that another MPI rank reports: every rank found one, one rank prints it, and this one only exits
+// with `exit_code`, printing nothing (so that a job prints one line, not one per rank).
+struct ReportedElsewhere : std::runtime_error {
+    ReportedElsewhere(int code, const std::string& what) : std::runtime_error(what), exit_code(code) {}
+    int exit_code;
+};
+
 constexpr int kExitUsage = 2;
 constexpr int kExitRuntime = 1;
 

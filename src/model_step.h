@@ -1,10 +1,28 @@
-// Running a whole (single-stage) model on one microbatch. The pipeline's StageRunner does the same per
-// stage, with activations arriving from its neighbours instead of from the previous layer in this process.
+// Running a model on one microbatch: a stage's slice of layers (the pipeline's StageRunner and the oracle run one
+// stage at a time, with activations arriving from the neighbouring stage), and the whole single-stage model
+// (`train`'s loop), which is the same slice run end to end.
 #pragma once
+
+#include <vector>
 
 #include "model/stage_model.h"
 
 namespace nb {
+
+// Forward of the stage's layers in order, from `x`: the previous stage's output, undefined where the stage
+// begins with the embedding. With `stashes`, keeps one Stash per layer for the backward (resized to fit); null
+// runs forward only (evaluation). Returns the stage's output: the activation for the next stage, or, on the
+// stage with the head, the microbatch's mean loss as a host [1] tensor.
+Tensor stage_forward(const StageModel& model, const LayerContext& ctx, Tensor x, std::vector<Stash>* stashes);
+
+// Backward of the stage's layers in reverse from `dy` (d objective / d output: the next stage's input gradient,
+// or loss_gradient() on the stage with the head), accumulating parameter gradients into ctx.grads and freeing
+// each stash as it is consumed. Returns d objective / d input (undefined on the stage with the embedding).
+Tensor stage_backward(const StageModel& model, const LayerContext& ctx, Tensor dy, std::vector<Stash>& stashes);
+
+// What the head's backward starts from: d(objective)/d(mean loss) as a host [1] tensor (1 for a plain sum over
+// microbatches).
+Tensor loss_gradient(float dloss = 1.0f);
 
 // Forward and backward through every layer; parameter gradients accumulate into `grads`.
 // Returns the microbatch's mean loss. `dloss` scales the objective (1 for a plain sum over microbatches).

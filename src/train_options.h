@@ -35,6 +35,13 @@ struct TrainOptions {
     std::string schedule = "1f1b";   // --schedule gpipe | 1f1b | 2bw | pipedream
     int stages = 1;                  // --stages P (in-process stages, or the MPI world size under mpirun)
     std::string clip_scope = "global";  // --clip-scope global | stage (2bw / pipedream clip per stage)
+    bool stop_on_nan = true;         // --stop-on-nan: a non-finite loss ends the run with a runtime error
+
+    // Test-only fault injection (--fail-at-step N --fail-rank R, for the pipeline's fault tests): the stage run
+    // by rank R raises a RuntimeError as it begins optimizer step N (counted from 0, as `nobubble schedule`
+    // numbers steps). -1: off.
+    int64_t fail_at_step = -1;
+    int fail_rank = -1;
 
     int64_t tokens_per_iter() const { return micro_batch_size * num_microbatches * seq_length; }
     // Throws UsageError naming the flag for impossible values (the model validates itself).

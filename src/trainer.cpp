@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <memory>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -24,16 +25,15 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// `train` is the single-process loop: one stage and a synchronous schedule (gpipe and 1f1b compute the same
-// thing there, see DESIGN section 2). More stages and the asynchronous schedules need the pipeline executor;
-// until it exists `nobubble reference` runs them in one process.
+// This is the single-process loop: one stage and a synchronous schedule (gpipe and 1f1b compute the same
+// thing there, see DESIGN section 2). `train` hands more stages and the asynchronous schedules to the pipeline
+// executor (pipeline/pipeline_driver.h).
 void require_single_process(const TrainOptions& o) {
     const ScheduleKind kind = parse_schedule_kind(o.schedule);
     if (o.stages < 1) throw UsageError(fmt::format("--stages must be positive, got {}", o.stages));
     if (o.stages > 1 || is_asynchronous(kind))
-        throw UsageError(fmt::format("--schedule {} --stages {}: the pipeline executor is not built yet "
-                                     "(`nobubble reference` runs every schedule in one process)",
-                                     o.schedule, o.stages));
+        throw std::logic_error(fmt::format("--schedule {} --stages {} given to the single-process loop: it runs "
+                                           "on the pipeline executor", o.schedule, o.stages));
     if (o.clip_scope != "global")
         throw UsageError(fmt::format("--clip-scope {} does not fit --schedule {}: a synchronous schedule clips by "
                                      "the global norm (--clip-scope global)", o.clip_scope, o.schedule));
@@ -94,7 +94,7 @@ TrainSummary run_training(const TrainOptions& o, std::FILE* log) {
         if (metrics) metrics->write(metrics_record(report));
         summary.final_train_loss = loss;
         if (report.val_loss >= 0) summary.final_val_loss = report.val_loss;
-        require_finite_loss(report);
+        if (o.stop_on_nan) require_finite_loss(report);
     }
     summary.steps = o.train_iters;
     summary.tokens_per_s = static_cast<double>(o.tokens_per_iter() * o.train_iters) / train_seconds;

@@ -1,5 +1,9 @@
 // nobubble: pipeline-parallel LLM pretraining. This file only parses the command line and turns every
 // failure into one line `nobubble: error: ...` with exit code 2 (usage) or 1 (runtime).
+//
+// Under mpirun every rank runs this same program on the same command line, so a usage error is found by every
+// rank alike: rank 0 alone prints it, and every rank exits 2. (An error during a pipeline run is one rank's, and
+// is reported and aborts the job where it happens: pipeline/pipeline_driver.h.)
 #include <cstdio>
 #include <exception>
 
@@ -7,17 +11,19 @@
 
 #include "commands.h"
 #include "error.h"
+#include "mpi_env.h"
 
 namespace {
 
 int fail(const char* what, int code) {
-    fmt::print(stderr, "nobubble: error: {}\n", what);
+    if (code != nb::kExitUsage || nb::mpi_world_rank() == 0) fmt::print(stderr, "nobubble: error: {}\n", what);
     return code;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+    nb::MpiSession mpi(argc, argv);  // MPI_Init_thread under mpirun; MPI_Finalize when main returns
     CLI::App app{"nobubble: pipeline-parallel LLM pretraining (sync 1F1B, GPipe, PipeDream, PipeDream-2BW)",
                  "nobubble"};
     app.require_subcommand(1);
@@ -45,6 +51,8 @@ int main(int argc, char** argv) {
         for (const auto& command : commands)
             if (command.app->parsed()) return command.run();
         return fail("no subcommand given (train, reference, schedule, info, bench)", nb::kExitUsage);
+    } catch (const nb::ReportedElsewhere& e) {
+        return e.exit_code;
     } catch (const nb::UsageError& e) {
         return fail(e.what(), nb::kExitUsage);
     } catch (const nb::RuntimeError& e) {

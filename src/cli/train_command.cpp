@@ -1,4 +1,10 @@
 // `nobubble train`: flag names follow Megatron-LM where one exists (the flags: train_flags.cpp).
+//
+// One synchronous stage in one process is the plain loop of src/trainer.cpp; anything else (more stages, an
+// asynchronous schedule, several MPI ranks) is the pipeline executor (pipeline/pipeline_driver.h). Under mpirun
+// each rank is one stage, and --stages defaults to the number of ranks.
+#include "mpi_env.h"
+#include "pipeline/pipeline_driver.h"
 #include "train_flags.h"
 
 namespace nb::cli {
@@ -8,8 +14,16 @@ Command add_train_command(CLI::App& app) {
     sub->add_option("--config", "TOML config file (keys are the flag names without dashes; flags override it)");
     auto flags = std::make_shared<TrainFlags>();
     add_train_flags(*sub, *flags);
-    return {sub, [flags] {
-                print_final_lines(run_training(resolve_train_flags(*flags), stdout));
+    return {sub, [flags, sub] {
+                TrainOptions o = resolve_train_flags(*flags);
+                const int world = mpi_world_size();
+                if (world > 1 && sub->count("--stages") == 0) o.stages = world;
+                if (!needs_pipeline(o, world)) {
+                    print_final_lines(run_training(o, stdout));
+                    return 0;
+                }
+                if (std::optional<PipelineSummary> summary = run_pipeline_training(o, stdout))
+                    print_final_lines(summary->run);  // on stage 0 only
                 return 0;
             }};
 }

@@ -58,6 +58,13 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
         ->capture_default_str();
     sub.add_option("--log-interval", o.log_interval, "Print a progress line every N iterations")->capture_default_str();
     sub.add_option("--metrics", o.metrics_path, "Append one JSON object per iteration to this file");
+    sub.add_flag("--stop-on-nan,!--no-stop-on-nan", o.stop_on_nan,
+                 "End the run with an error when the loss is not finite (default on)")
+        ->capture_default_str();
+    // Test-only: the pipeline's fault tests make one rank fail mid-run to check that the whole job ends.
+    sub.add_option("--fail-at-step", o.fail_at_step,
+                   "TEST ONLY: with --fail-rank, that rank raises an error as optimizer step N (from 0) begins");
+    sub.add_option("--fail-rank", o.fail_rank, "TEST ONLY: the rank (stage) that --fail-at-step fails");
 }
 
 TrainOptions resolve_train_flags(const TrainFlags& f) {

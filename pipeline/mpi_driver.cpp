@@ -1,0 +1,104 @@
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "backend.h"
+#include "error.h"
+#include "pipeline/mpi_transport.h"
+#include "pipeline/pipeline_driver.h"
+#include "pipeline/progress_collector.h"
+#include "pipeline/stage_runner.h"
+
+extern "C" void openblas_set_num_threads(int num_threads);
+
+namespace nb {
+
+namespace {
+
+// With one rank per stage, the ranks are the parallelism: OpenBLAS threads on top would oversubscribe the cores.
+void one_blas_thread_per_rank() {
+    if (!std::getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(1);
+}
+
+// What a rank builds before the run: its backend, its runner (which opens the data) and, on rank 0, the
+// collector of the reports (which opens --metrics).
+struct RankStage {
+    std::unique_ptr<Ops> ops;
+    std::unique_ptr<StageRunner> runner;
+    std::unique_ptr<ProgressCollector> collector;
+};
+
+// Errors while setting up (a data file, the device) are usually every rank's alike. Agreeing on them before
+// anything runs lets one rank report them, the first that failed, and every rank exit cleanly with that rank's
+// exit code: one line instead of one per rank and an abort.
+void agree_on_setup(Transport& transport, int exit_code, const std::string& error) {
+    std::vector<int> codes(static_cast<size_t>(transport.num_stages()));
+    MPI_Allgather(&exit_code, 1, MPI_INT, codes.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    auto first = std::find_if(codes.begin(), codes.end(), [](int c) { return c != 0; });
+    if (first == codes.end()) return;
+    const int reporter = static_cast<int>(first - codes.begin());
+    if (reporter != transport.stage()) throw ReportedElsewhere(*first, "reported by another rank");
+    const std::string line = fmt::format("rank {} (stage {}): {}", reporter, reporter, error);
+    if (exit_code == kExitUsage) throw UsageError(line);
+    throw RuntimeError(line);
+}
+
+RankStage set_up(const PipelineSetup& setup, Transport& transport, std::FILE* log) {
+    RankStage rs;
+    int exit_code = 0;
+    std::string error;
+    try {
+        rs.ops = make_ops(setup.options.device);
+        rs.runner = std::make_unique<StageRunner>(setup, transport.stage(), transport, *rs.ops);
+        if (transport.stage() == 0) rs.collector = std::make_unique<ProgressCollector>(setup, transport, log);
+    } catch (const UsageError& e) {
+        exit_code = kExitUsage, error = e.what();
+    } catch (const std::exception& e) {
+        exit_code = kExitRuntime, error = e.what();
+    }
+    agree_on_setup(transport, exit_code, error);
+    return rs;
+}
+
+// The event loop of one rank: advance while possible, else wait for a message.
+std::optional<PipelineSummary> run_stage(const PipelineSetup& setup, Transport& transport, RankStage& rs,
+                                         std::FILE* log) {
+    StageRunner& runner = *rs.runner;
+    ProgressCollector* collector = rs.collector.get();
+    if (collector) print_pipeline_header(log, setup, "over MPI", rs.ops->device(), runner.train_windows());
+    while (!runner.done() || (collector && !collector->done())) {
+        bool moved = runner.try_advance();
+        if (collector) moved |= collector->poll();
+        if (!moved) transport.wait_for_progress();
+    }
+    transport.finish();
+    if (!collector) return std::nullopt;
+    print_versions_line(log, collector->peak_versions());
+    return PipelineSummary{collector->summary(), collector->peak_versions()};
+}
+
+}  // namespace
+
+std::optional<PipelineSummary> run_over_mpi(const PipelineSetup& setup, std::FILE* log) {
+    one_blas_thread_per_rank();
+    std::unique_ptr<Transport> transport = make_mpi_transport();
+    RankStage rs = set_up(setup, *transport, log);
+    try {
+        return run_stage(setup, *transport, rs, log);
+    } catch (const std::exception& e) {
+        // One rank's failure mid-run: the others may be waiting for it, so end them all.
+        std::fflush(log);
+        fmt::print(stderr, "nobubble: error: rank {} (stage {}): {}\n", transport->stage(), transport->stage(),
+                   e.what());
+        std::fflush(stderr);
+        transport->abort(kExitRuntime);
+    }
+    return std::nullopt;  // not reached: abort() ends the job
+}
+
+}  // namespace nb

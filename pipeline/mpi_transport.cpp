@@ -1,0 +1,281 @@
+#include "pipeline/mpi_transport.h"
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstdlib>
+#include <list>
+#include <map>
+#include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "error.h"
+
+namespace nb {
+
+namespace {
+
+void check_mpi(int rc, const char* what) {
+    if (rc == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    throw RuntimeError(fmt::format("{} failed: {}", what, std::string(text, static_cast<size_t>(len))));
+}
+
+int checked_count(size_t count, const char* what) {
+    if (count > static_cast<size_t>(INT_MAX))
+        throw std::logic_error(fmt::format("{}: {} elements exceed one MPI message", what, count));
+    return static_cast<int>(count);
+}
+
+// A receive posted ahead of need: the request, and the buffer it lands in.
+struct PendingRecv {
+    MPI_Request request = MPI_REQUEST_NULL;
+    bool arrived = false;
+    Tensor tensor;               // tensor receives
+    std::vector<double> values;  // value receives (sized to the most that may come)
+    int received_count = 0;      // doubles that came
+};
+
+struct PendingGather {
+    MPI_Request request = MPI_REQUEST_NULL;
+    bool arrived = false;
+    std::vector<double> mine, all;
+    std::vector<int> counts, displs;
+};
+
+// A send in flight: its request, and a reference to what it reads, kept alive until it completes.
+struct PendingSend {
+    MPI_Request request = MPI_REQUEST_NULL;
+    Tensor tensor;
+    std::vector<double> values;
+};
+
+class MpiTransport final : public Transport {
+public:
+    MpiTransport() {
+        check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+        MPI_Comm_rank(comm_, &rank_);
+        MPI_Comm_size(comm_, &size_);
+        void* attr = nullptr;
+        int flag = 0;
+        MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attr, &flag);
+        const int tag_ub = flag ? *static_cast<int*>(attr) : 32767;  // 32767: the least MPI guarantees
+        indices_per_channel_ = tag_ub / kNumChannels;
+    }
+
+    ~MpiTransport() override {
+        // A normal end has called finish(); after a failure the job is being aborted anyway.
+        MPI_Comm_free(&comm_);
+    }
+
+    int stage() const override { return rank_; }
+    int num_stages() const override { return size_; }
+
+    void send(int to, MessageTag tag, const Tensor& tensor) override {
+        require_host(tensor, tag);
+        PendingSend& s = start_send();
+        s.tensor = tensor;
+        check_mpi(MPI_Isend(s.tensor.data(), checked_count(s.tensor.bytes(), "send"), MPI_BYTE, to, mpi_tag(tag), comm_,
+                            &s.request),
+                  "MPI_Isend");
+    }
+
+    void post_recv(int from, MessageTag tag, const Shape& shape, DType dtype) override {
+        PendingRecv& r = new_recv(from, tag);
+        r.tensor = Tensor::zeros(shape, dtype);
+        check_mpi(MPI_Irecv(r.tensor.data(), checked_count(r.tensor.bytes(), "receive"), MPI_BYTE, from, mpi_tag(tag),
+                            comm_, &r.request),
+                  "MPI_Irecv");
+    }
+
+    std::optional<Tensor> try_take(int from, MessageTag tag) override {
+        auto it = find_recv(from, tag);
+        if (!poll(it->second)) return std::nullopt;
+        if (static_cast<size_t>(it->second.received_count) != it->second.tensor.bytes())
+            throw std::logic_error(fmt::format("{} from stage {} has {} bytes, the receive expected {}", describe(tag),
+                                               from, it->second.received_count, it->second.tensor.bytes()));
+        Tensor t = std::move(it->second.tensor);
+        recvs_.erase(it);
+        return t;
+    }
+
+    void send_values(int to, MessageTag tag, std::vector<double> values) override {
+        PendingSend& s = start_send();
+        s.values = std::move(values);
+        check_mpi(MPI_Isend(s.values.data(), checked_count(s.values.size(), "send"), MPI_DOUBLE, to, mpi_tag(tag),
+                            comm_, &s.request),
+                  "MPI_Isend");
+    }
+
+    void post_recv_values(int from, MessageTag tag, size_t max_count) override {
+        PendingRecv& r = new_recv(from, tag);
+        r.values.resize(max_count);
+        check_mpi(MPI_Irecv(r.values.data(), checked_count(max_count, "receive"), MPI_DOUBLE, from, mpi_tag(tag), comm_,
+                            &r.request),
+                  "MPI_Irecv");
+    }
+
+    std::optional<std::vector<double>> try_take_values(int from, MessageTag tag) override {
+        auto it = find_recv(from, tag);
+        if (!poll(it->second)) return std::nullopt;
+        std::vector<double> v = std::move(it->second.values);
+        v.resize(static_cast<size_t>(it->second.received_count));
+        recvs_.erase(it);
+        return v;
+    }
+
+    void start_allgather(MessageTag tag, std::vector<double> values, const std::vector<int64_t>& counts) override {
+        if (static_cast<int>(counts.size()) != size_ ||
+            static_cast<int64_t>(values.size()) != counts[static_cast<size_t>(rank_)])
+            throw std::logic_error(fmt::format("all-gather {} with {} values, counts for {} stages", describe(tag),
+                                               values.size(), counts.size()));
+        auto [it, fresh] = gathers_.try_emplace(tag);
+        if (!fresh) throw std::logic_error(fmt::format("all-gather {} started twice", describe(tag)));
+        PendingGather& g = it->second;
+        g.mine = std::move(values);
+        int total = 0;
+        for (int64_t c : counts) {
+            g.counts.push_back(checked_count(static_cast<size_t>(c), "all-gather"));
+            g.displs.push_back(total);
+            total += g.counts.back();
+        }
+        g.all.resize(static_cast<size_t>(total));
+        check_mpi(MPI_Iallgatherv(g.mine.data(), g.counts[static_cast<size_t>(rank_)], MPI_DOUBLE, g.all.data(),
+                                  g.counts.data(), g.displs.data(), MPI_DOUBLE, comm_, &g.request),
+                  "MPI_Iallgatherv");
+    }
+
+    std::optional<std::vector<std::vector<double>>> try_take_allgather(MessageTag tag) override {
+        auto it = gathers_.find(tag);
+        if (it == gathers_.end())
+            throw std::logic_error(fmt::format("all-gather {} was not started here", describe(tag)));
+        PendingGather& g = it->second;
+        if (!g.arrived) {
+            int done = 0;
+            check_mpi(MPI_Test(&g.request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+            if (!done) return std::nullopt;
+        }
+        std::vector<std::vector<double>> all;
+        for (size_t s = 0; s < g.counts.size(); ++s)
+            all.emplace_back(g.all.begin() + g.displs[s], g.all.begin() + g.displs[s] + g.counts[s]);
+        gathers_.erase(it);
+        return all;
+    }
+
+    // Waits for any posted receive or started all-gather to complete, and marks it so the next try_take of it
+    // succeeds. Sends complete on their own (their receives are posted ahead), so they are not waited on here.
+    void wait_for_progress() override {
+        reap_sends();
+        std::vector<MPI_Request> requests;
+        std::vector<std::pair<PendingRecv*, PendingGather*>> owners;
+        for (auto& [key, r] : recvs_)
+            if (!r.arrived) {
+                requests.push_back(r.request);
+                owners.emplace_back(&r, nullptr);
+            }
+        for (auto& [tag, g] : gathers_)
+            if (!g.arrived) {
+                requests.push_back(g.request);
+                owners.emplace_back(nullptr, &g);
+            }
+        if (requests.empty()) return;  // something has arrived already: the caller can move
+        int index = MPI_UNDEFINED;
+        MPI_Status status;
+        check_mpi(MPI_Waitany(static_cast<int>(requests.size()), requests.data(), &index, &status), "MPI_Waitany");
+        if (index == MPI_UNDEFINED) return;
+        auto [recv, gather] = owners[static_cast<size_t>(index)];
+        if (recv) mark_arrived(*recv, status);
+        if (gather) {
+            gather->request = MPI_REQUEST_NULL;
+            gather->arrived = true;
+        }
+    }
+
+    void finish() override {
+        std::vector<MPI_Request> requests;
+        for (auto& s : sends_) requests.push_back(s.request);
+        check_mpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+        sends_.clear();
+    }
+
+    [[noreturn]] void abort(int exit_code) override {
+        MPI_Abort(MPI_COMM_WORLD, exit_code);
+        std::_Exit(exit_code);  // MPI_Abort does not return; this only satisfies [[noreturn]]
+    }
+
+private:
+    using RecvKey = std::pair<int, MessageTag>;  // from, tag
+
+    int mpi_tag(MessageTag tag) const {
+        return static_cast<int>(tag.index % indices_per_channel_) * kNumChannels + static_cast<int>(tag.channel);
+    }
+
+    void require_host(const Tensor& t, MessageTag tag) const {
+        if (t.device() != Device::cpu)
+            throw std::logic_error(fmt::format("the MPI transport moves host tensors, {} is on {}", describe(tag),
+                                               device_name(t.device())));
+    }
+
+    PendingRecv& new_recv(int from, MessageTag tag) {
+        auto [it, fresh] = recvs_.try_emplace({from, tag});
+        if (!fresh)
+            throw std::logic_error(fmt::format("receive of {} from stage {} posted twice", describe(tag), from));
+        return it->second;
+    }
+
+    std::map<RecvKey, PendingRecv>::iterator find_recv(int from, MessageTag tag) {
+        auto it = recvs_.find({from, tag});
+        if (it == recvs_.end())
+            throw std::logic_error(
+                fmt::format("takes {} from stage {} without posting its receive", describe(tag), from));
+        return it;
+    }
+
+    // True once the receive has arrived.
+    bool poll(PendingRecv& r) {
+        if (r.arrived) return true;
+        int done = 0;
+        MPI_Status status;
+        check_mpi(MPI_Test(&r.request, &done, &status), "MPI_Test");
+        if (done) mark_arrived(r, status);
+        return r.arrived;
+    }
+
+    static void mark_arrived(PendingRecv& r, const MPI_Status& status) {
+        r.request = MPI_REQUEST_NULL;
+        r.arrived = true;
+        MPI_Get_count(&status, r.tensor.defined() ? MPI_BYTE : MPI_DOUBLE, &r.received_count);
+    }
+
+    PendingSend& start_send() {
+        reap_sends();
+        sends_.emplace_back();
+        return sends_.back();
+    }
+
+    // Forgets the sends that have completed, releasing what they read.
+    void reap_sends() {
+        for (auto it = sends_.begin(); it != sends_.end();) {
+            int done = 0;
+            check_mpi(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+            it = done ? sends_.erase(it) : std::next(it);
+        }
+    }
+
+    MPI_Comm comm_ = MPI_COMM_NULL;
+    int rank_ = 0, size_ = 1;
+    int64_t indices_per_channel_ = 1;
+    std::map<RecvKey, PendingRecv> recvs_;
+    std::map<MessageTag, PendingGather> gathers_;
+    std::list<PendingSend> sends_;  // a list: requests must not move while MPI writes them
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_mpi_transport() { return std::make_unique<MpiTransport>(); }
+
+}  // namespace nb

@@ -1,0 +1,45 @@
+// Driving StageRunners (pipeline/stage_runner.h) to the end of a training run, and `nobubble train`'s entry
+// into the pipeline.
+//
+//   in one process   P runners, one InProcessTransport network, one thread: each runner in turn advances until
+//                    it blocks; a whole round in which no runner and not the collector moved is a deadlock
+//                    (std::logic_error naming what every stage waits for). An error of a stage is rethrown with
+//                    "stage S: " in front, as the same kind of error.
+//   under MPI        one runner per rank (stage = rank): advance, and when blocked wait on the transport. Any
+//                    error prints `nobubble: error: rank R (stage S): ...` and aborts the whole job (MPI_Abort),
+//                    so that no rank hangs waiting for a failed one. OpenBLAS runs one thread per rank (the
+//                    ranks are the parallelism) unless OPENBLAS_NUM_THREADS says otherwise.
+// Stage 0 (rank 0) prints: the header, a progress line per iteration, the versions line; the caller prints the
+// final lines from the summary.
+#pragma once
+
+#include <cstdio>
+#include <optional>
+#include <vector>
+
+#include "pipeline/pipeline_setup.h"
+#include "trainer.h"
+
+namespace nb {
+
+struct PipelineSummary {
+    TrainSummary run;
+    std::vector<int64_t> peak_versions;  // per stage: the most weight versions it held at once
+};
+
+PipelineSummary run_in_process(const PipelineSetup& setup, std::FILE* log);
+
+#ifdef NOBUBBLE_HAVE_MPI
+// This rank's stage of the run; the summary on rank 0, nullopt on the others. Errors do not return: they abort.
+std::optional<PipelineSummary> run_over_mpi(const PipelineSetup& setup, std::FILE* log);
+#endif
+
+// `train` with the pipeline (pipeline_setup.h's needs_pipeline): validates identically on every rank (UsageError
+// before anything runs), then runs over MPI when there are several ranks, else in this process. The summary
+// where this process is stage 0, nullopt on the other ranks.
+std::optional<PipelineSummary> run_pipeline_training(const TrainOptions& options, std::FILE* log);
+
+// "weight versions held at most, per stage: 3 2 1", as the oracle prints it.
+void print_versions_line(std::FILE* log, const std::vector<int64_t>& peak_versions);
+
+}  // namespace nb

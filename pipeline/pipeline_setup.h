@@ -1,0 +1,49 @@
+// PipelineSetup: what every stage of one pipeline run agrees on before it starts, computed from the options
+// alone, so that every rank computes the same one (and so rejects a bad command line with the same error,
+// before any training or communication).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/stage_model.h"
+#include "pipeline/schedule.h"
+#include "train_options.h"
+
+namespace nb {
+
+struct PipelineSetup {
+    TrainOptions options;
+    ScheduleSpec spec;                 // kind, P = options.stages, m, T iterations
+    std::vector<StageSpec> cut;        // partition_model: what each stage holds
+    std::vector<StagePlan> plans;      // build_schedule: what each stage runs, in order
+    std::vector<ParamLayout> layouts;  // per stage: its parameters, in canonical order
+
+    // Parameter tensors per stage (what each contributes to a gather of per-parameter sums).
+    std::vector<int64_t> param_tensor_counts() const;
+
+    int num_stages() const { return spec.stages; }
+    // An iteration consumes m microbatches: one optimizer step (gpipe, 1f1b, 2bw) or m of them (pipedream).
+    int64_t steps_per_iteration() const { return spec.microbatches / spec.microbatches_per_step(); }
+    int64_t iteration_of_step(int64_t step) const { return step / steps_per_iteration(); }
+    bool ends_iteration(int64_t step) const { return (step + 1) % steps_per_iteration() == 0; }
+    // Rows (tokens) of one microbatch: the first dimension of every activation passed between stages.
+    int64_t rows() const { return options.micro_batch_size * options.seq_length; }
+};
+
+// The setup of a pipeline run, or a UsageError (one line naming the flag) for what it cannot run: the options
+// themselves (TrainOptions::validate, with the learning-rate schedule checked against optimizer steps, which
+// pipedream makes m per iteration), an unknown --schedule, more stages than layers, 2bw with
+// --num-microbatches < --stages, a --clip-scope that does not fit the schedule (global for gpipe and 1f1b,
+// stage for 2bw and pipedream: DESIGN section 2), and tied embeddings cut into more than one stage.
+PipelineSetup make_pipeline_setup(const TrainOptions& options);
+
+// Under mpirun each rank is one stage: UsageError unless --stages equals the number of ranks.
+void check_stages_match_ranks(const TrainOptions& options, int world_size);
+
+// `train` runs the pipeline executor for more than one stage, an asynchronous schedule, under mpirun, or with
+// the test-only fault injection; a synchronous schedule on one stage in one process stays the plain loop of
+// src/trainer.cpp.
+bool needs_pipeline(const TrainOptions& options, int world_size);
+
+}  // namespace nb

@@ -1,0 +1,265 @@
+#include "pipeline/stage_runner.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "error.h"
+#include "model_step.h"
+#include "optim/grad_clip.h"
+#include "pipeline/stage_report.h"
+#include "train_progress.h"
+
+namespace nb {
+
+namespace {
+
+// The reader refills its host buffers for every microbatch, and on the CPU the microbatch it hands out is
+// those buffers themselves. A microbatch that waits in flight for its backward needs its own copy.
+Microbatch own_copy(const Microbatch& mb) {
+    if (mb.tokens.device() != Device::cpu) return mb;  // already copied to the device by the reader
+    return {mb.tokens.clone(), mb.targets.clone(), mb.batch_size, mb.seq_len};
+}
+
+Tensor take(std::map<int64_t, Tensor>& from, int64_t microbatch, const char* what) {
+    auto node = from.extract(microbatch);
+    if (node.empty()) throw std::logic_error(fmt::format("{} of microbatch {} is not here", what, microbatch));
+    return std::move(node.mapped());
+}
+
+}  // namespace
+
+StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& transport, Ops& ops)
+    : setup_(setup),
+      o_(setup.options),
+      stage_(stage),
+      first_(setup.cut.at(static_cast<size_t>(stage)).has_embedding),
+      last_(setup.cut.at(static_cast<size_t>(stage)).has_head),
+      transport_(transport),
+      ops_(ops),
+      model_(o_.model, setup.cut[static_cast<size_t>(stage)]),
+      master_(model_.init_weights(o_.seed).to(ops.device())),  // per parameter name: the same for any cut
+      grads_(TensorSet::zeros(model_.layout(), DType::f32, ops.device())),
+      optimizer_(model_.layout(), o_.adamw, ops.device()),
+      lr_(o_.lr, setup.spec.optimizer_steps()),
+      versions_(ops, master_, setup.plans.at(static_cast<size_t>(stage))),
+      data_(open_train_data(o_)),
+      train_reader_(o_),
+      val_reader_(o_),
+      tasks_(stage_tasks(setup, stage, data_->val != nullptr)) {
+    if (transport.stage() != stage || transport.num_stages() != setup.num_stages())
+        throw std::logic_error(fmt::format("stage {} of {} given the transport of stage {} of {}", stage,
+                                           setup.num_stages(), transport.stage(), transport.num_stages()));
+}
+
+std::string StageRunner::next_task() const { return done() ? "done" : describe(tasks_[next_]); }
+
+bool StageRunner::try_advance() {
+    if (done()) return false;
+    post_receives_ahead();
+    const StageTask& task = tasks_[next_];
+    inject_fault(task);
+    if (!run(task)) return false;
+    ++next_;
+    return true;
+}
+
+// Posting a receive early lets the message land while this stage computes (and over MPI, straight into its
+// buffer). Posting only a few tasks ahead bounds the buffers waiting.
+void StageRunner::post_receives_ahead() {
+    const size_t end = std::min(tasks_.size(), next_ + kLookahead);
+    const Shape shape = {setup_.rows(), o_.model.hidden_size};
+    for (size_t i = std::max(posted_until_, next_); i < end; ++i) {
+        const StageTask& t = tasks_[i];
+        if (t.kind == StageTask::Kind::action &&
+            (t.action.type == ActionType::recv_activation || t.action.type == ActionType::recv_gradient))
+            transport_.post_recv(t.action.peer, tag_of(t.action), shape, ops_.activation_dtype());
+        if (t.kind == StageTask::Kind::evaluate && !first_)
+            transport_.post_recv(stage_ - 1, {Channel::eval_activation, t.eval_index}, shape, ops_.activation_dtype());
+    }
+    posted_until_ = std::max(posted_until_, end);
+}
+
+void StageRunner::inject_fault(const StageTask& task) {
+    if (stage_ != o_.fail_rank || task.kind != StageTask::Kind::action || task.action.step != o_.fail_at_step) return;
+    throw RuntimeError(fmt::format("injected failure as step {} begins (--fail-at-step {} --fail-rank {})",
+                                   o_.fail_at_step, o_.fail_at_step, o_.fail_rank));
+}
+
+bool StageRunner::run(const StageTask& task) {
+    switch (task.kind) {
+        case StageTask::Kind::action: return run_action(task.action);
+        case StageTask::Kind::evaluate: return evaluate(task);
+        case StageTask::Kind::report: report(task); return true;
+        case StageTask::Kind::finish: finish(); return true;
+    }
+    return false;
+}
+
+bool StageRunner::run_action(const Action& a) {
+    switch (a.type) {
+        case ActionType::recv_activation: return receive(a, activations_in_);
+        case ActionType::recv_gradient: return receive(a, gradients_in_);
+        case ActionType::forward: forward(a); return true;
+        case ActionType::backward: backward(a); return true;
+        case ActionType::send_activation: send(a, activations_out_); return true;
+        case ActionType::send_gradient: send(a, gradients_out_); return true;
+        case ActionType::optimizer_step: return optimizer_step(a);
+    }
+    return false;
+}
+
+MessageTag StageRunner::tag_of(const Action& a) const {
+    const bool forward_direction = a.type == ActionType::send_activation || a.type == ActionType::recv_activation;
+    return {forward_direction ? Channel::activation : Channel::gradient, a.microbatch};
+}
+
+int64_t StageRunner::iteration_of_microbatch(int64_t microbatch) const { return microbatch / o_.num_microbatches; }
+
+// ---- communication ----
+
+bool StageRunner::receive(const Action& a, std::map<int64_t, Tensor>& into) {
+    std::optional<Tensor> t = transport_.try_take(a.peer, tag_of(a));
+    if (!t) return false;
+    into.emplace(a.microbatch, std::move(*t));
+    return true;
+}
+
+void StageRunner::send(const Action& a, std::map<int64_t, Tensor>& from) {
+    transport_.send(a.peer, tag_of(a), take(from, a.microbatch, action_type_name(a.type).data()));
+}
+
+// ---- compute ----
+
+void StageRunner::forward(const Action& a) {
+    if (a.microbatch != next_forward_)  // the data is read in microbatch order
+        throw std::logic_error(fmt::format("forward of microbatch {} when {} is next", a.microbatch, next_forward_));
+    ++next_forward_;
+    InFlight& f = in_flight_[a.microbatch];
+    f.batch = own_copy(train_reader_.next(*data_->train, ops_.device()));
+    Tensor x = first_ ? Tensor{} : take(activations_in_, a.microbatch, "the input activation");
+    LayerContext ctx{ops_, versions_.at(a.version), &grads_, f.batch};
+    Tensor y = stage_forward(model_, ctx, x, &f.stashes);
+    versions_.release(a.version);
+    if (last_)
+        loss_sums_[iteration_of_microbatch(a.microbatch)] += y.f32()[0];
+    else
+        activations_out_.emplace(a.microbatch, std::move(y));
+}
+
+void StageRunner::backward(const Action& a) {
+    // Each backward adds onto the step's gradient sum, so their order is the order of the sum: it must be the
+    // oracle's, microbatch order, whatever the schedule.
+    if (a.microbatch != next_backward_)
+        throw std::logic_error(
+            fmt::format("backward of microbatch {} when {} is next: gradients are summed "
+                        "in microbatch order",
+                        a.microbatch, next_backward_));
+    if (setup_.spec.step_of(a.microbatch) != a.step)
+        throw std::logic_error(fmt::format("backward of microbatch {} counted in step {}", a.microbatch, a.step));
+    ++next_backward_;
+    auto node = in_flight_.extract(a.microbatch);
+    if (node.empty()) throw std::logic_error(fmt::format("backward of microbatch {} before its forward", a.microbatch));
+    InFlight& f = node.mapped();
+    Tensor dy = last_ ? loss_gradient() : take(gradients_in_, a.microbatch, "the output gradient");
+    LayerContext ctx{ops_, versions_.at(a.version), &grads_, f.batch};
+    Tensor dx = stage_backward(model_, ctx, dy, f.stashes);
+    versions_.release(a.version);
+    ++accumulated_;
+    if (!first_) gradients_out_.emplace(a.microbatch, std::move(dx));
+}
+
+// ---- the optimizer step ----
+
+bool StageRunner::optimizer_step(const Action& a) {
+    if (!step_begun_) begin_step(a);
+    const std::optional<double> norm = clip_norm(a);
+    if (!norm) return false;  // waiting for the other stages' sums of squares
+    finish_step(a, *norm);
+    return true;
+}
+
+// The gradient of the step is complete: average it and contribute to the norm.
+void StageRunner::begin_step(const Action& a) {
+    const int64_t n = setup_.spec.microbatches_per_step();
+    if (accumulated_ != n)
+        throw std::logic_error(fmt::format("optimizer step {} after {} backwards, not {}", a.step, accumulated_, n));
+    if (n > 1)
+        for (Tensor& g : grads_.tensors) ops_.scale_inplace(g, 1.0f / static_cast<float>(n));
+    step_sums_ = param_sum_squares(ops_, grads_);
+    if (o_.clip_scope == "global")
+        transport_.start_allgather({Channel::clip_sums, a.step}, step_sums_, setup_.param_tensor_counts());
+    step_begun_ = true;
+}
+
+// --clip-scope global: the norm over every stage, from all of their per-parameter sums in canonical order
+// (the same bits on every stage, and the bits of the unsplit model); stage: this stage's own norm.
+std::optional<double> StageRunner::clip_norm(const Action& a) {
+    if (o_.clip_scope != "global") return std::sqrt(total_sum_squares({step_sums_}));
+    std::optional<std::vector<std::vector<double>>> all = transport_.try_take_allgather({Channel::clip_sums, a.step});
+    if (!all) return std::nullopt;
+    return std::sqrt(total_sum_squares(*all));
+}
+
+void StageRunner::finish_step(const Action& a, double norm) {
+    clip_grads_to_norm(ops_, grads_, norm, o_.clip_grad);
+    const double lr = lr_.lr_at(a.step);
+    versions_.before_update();
+    optimizer_.step(ops_, model_.layout(), master_, grads_, static_cast<float>(lr));
+    versions_.after_update(a.version);
+    grads_.zero();
+    accumulated_ = 0;
+    step_begun_ = false;
+    reported_sums_ = std::move(step_sums_);
+    step_sums_.clear();
+}
+
+// ---- evaluation, reports, the end ----
+
+// One validation microbatch through this stage, forward only, with the newest weights. The validation
+// loader starts over with the first one, as validation_loss (train_data.h) does.
+bool StageRunner::evaluate(const StageTask& task) {
+    Tensor x;
+    if (!first_) {
+        std::optional<Tensor> in = transport_.try_take(stage_ - 1, {Channel::eval_activation, task.eval_index});
+        if (!in) return false;
+        x = std::move(*in);
+    }
+    if (task.eval_position == 0) {
+        data_->val->reset();
+        val_loss_sum_ = 0;
+        evaluated_iteration_ = task.iteration;
+    }
+    const Microbatch batch = val_reader_.next(*data_->val, ops_.device());
+    LayerContext ctx{ops_, versions_.newest(), nullptr, batch};
+    Tensor y = stage_forward(model_, ctx, x, nullptr);
+    if (last_)
+        val_loss_sum_ += y.f32()[0];
+    else
+        transport_.send(stage_ + 1, {Channel::eval_activation, task.eval_index}, y);
+    return true;
+}
+
+void StageRunner::report(const StageTask& task) {
+    StageReport r;
+    r.iteration = task.iteration;
+    r.sum_squares = reported_sums_;
+    if (last_) {
+        r.loss_sum = loss_sums_[task.iteration];
+        loss_sums_.erase(task.iteration);
+        if (evaluated_iteration_ == task.iteration) r.val_loss_sum = val_loss_sum_;
+        IterationReport line;
+        line.iteration = task.iteration + 1;
+        line.loss = *r.loss_sum / static_cast<double>(o_.num_microbatches);
+        if (o_.stop_on_nan) require_finite_loss(line);  // "loss is nan at step N", as train
+    }
+    transport_.send_values(0, {Channel::report, task.iteration}, r.to_values());
+}
+
+void StageRunner::finish() {
+    for (int i = 0; i < master_.size(); ++i) transport_.send(0, {Channel::final_weights, i}, master_[i]);
+    transport_.send_values(0, {Channel::final_values, 0}, StageFinal{versions_.peak_held()}.to_values());
+}
+
+}  // namespace nb

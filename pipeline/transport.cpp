@@ -1,0 +1,22 @@
+#include "pipeline/transport.h"
+
+#include <fmt/format.h>
+
+namespace nb {
+
+const char* channel_name(Channel channel) {
+    switch (channel) {
+        case Channel::activation: return "activation";
+        case Channel::gradient: return "gradient";
+        case Channel::eval_activation: return "eval_activation";
+        case Channel::report: return "report";
+        case Channel::final_weights: return "final_weights";
+        case Channel::final_values: return "final_values";
+        case Channel::clip_sums: return "clip_sums";
+    }
+    return "?";
+}
+
+std::string describe(const MessageTag& tag) { return fmt::format("{} {}", channel_name(tag.channel), tag.index); }
+
+}  // namespace nb

@@ -1,0 +1,52 @@
+#include "pipeline/weight_versions.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "ops.h"
+#include "pipeline/weight_history.h"
+
+namespace nb {
+
+WeightVersions::WeightVersions(Ops& ops, const TensorSet& master, const StagePlan& plan)
+    : ops_(ops), master_(master), compute_(make_compute_weights(ops, master)) {
+    for (const Action& a : plan)
+        if (a.type == ActionType::forward || a.type == ActionType::backward) ++uses_left_[a.version];
+}
+
+const TensorSet& WeightVersions::at(int64_t version) const {
+    if (version == newest_) return compute_;
+    auto it = snapshots_.find(version);
+    if (it != snapshots_.end()) return it->second;
+    std::string held = fmt::format("W{}", newest_);
+    for (const auto& [v, weights] : snapshots_) held += fmt::format(", W{}", v);
+    throw std::logic_error(fmt::format("weight version W{} is not held (holds {})", version, held));
+}
+
+void WeightVersions::release(int64_t version) {
+    auto it = uses_left_.find(version);
+    if (it == uses_left_.end() || it->second <= 0)
+        throw std::logic_error(fmt::format("weight version W{} used more often than the plan says", version));
+    if (--it->second == 0) {
+        uses_left_.erase(it);
+        snapshots_.erase(version);  // nothing when it is the newest: that one stays
+    }
+}
+
+void WeightVersions::before_update() {
+    auto it = uses_left_.find(newest_);
+    if (it == uses_left_.end()) return;  // no later use: the update may overwrite it
+    snapshots_.emplace(newest_, clone_tensors(compute_));
+}
+
+void WeightVersions::after_update(int64_t new_version) {
+    if (new_version <= newest_)
+        throw std::logic_error(fmt::format("weight version W{} made after W{}", new_version, newest_));
+    refresh_compute_weights(ops_, master_, compute_);
+    newest_ = new_version;
+    peak_ = std::max(peak_, held());
+}
+
+}  // namespace nb

@@ -1,0 +1,58 @@
+// WeightVersions: the weight versions one pipeline stage holds while it runs its plan (DESIGN section 2).
+//
+// Version v is W_v, the stage's weights after v optimizer steps. The newest version is the stage's compute
+// weights themselves, which the optimizer updates in place; an older version exists only as a snapshot, taken
+// just before the update that would overwrite it and only when a forward or backward still to come uses it
+// (PipeDream's weight stashing, PipeDream-2BW's second buffer). A snapshot is dropped after its last use. The
+// uses are counted from the stage's plan up front, so the stage holds exactly what the schedule needs:
+// 1 version for gpipe/1f1b (no copy ever), 2 for 2bw, p - s for pipedream at stage s (pipeline/schedule.h's
+// max_versions_held says the same).
+//
+// This is pipeline/weight_history.h's idea (an explicit map from version to weights) for one stage that runs
+// a schedule's action list, where the oracle's history serves stages that step in lockstep.
+#pragma once
+
+#include <cstdint>
+#include <map>
+
+#include "model/params.h"
+#include "pipeline/schedule.h"
+
+namespace nb {
+
+class Ops;
+
+class WeightVersions {
+public:
+    // `master`: the stage's f32 master weights, which hold W_0 now and which the optimizer will update (they
+    // must outlive this object). `plan`: the stage's actions, whose forwards and backwards are the uses.
+    WeightVersions(Ops& ops, const TensorSet& master, const StagePlan& plan);
+
+    // W_version, for a forward or backward. std::logic_error naming the version and what is held when it is
+    // not held: the plan asks for a version that does not exist yet or was dropped.
+    const TensorSet& at(int64_t version) const;
+    const TensorSet& newest() const { return compute_; }
+    int64_t newest_version() const { return newest_; }
+
+    // One forward or backward of `version` is done: a snapshot whose uses are over is dropped.
+    void release(int64_t version);
+
+    // Around the optimizer's in-place update of the master, which makes `new_version`: before it, snapshot the
+    // newest version if uses of it are still to come; after it, refresh the compute weights from the master.
+    void before_update();
+    void after_update(int64_t new_version);
+
+    int held() const { return static_cast<int>(snapshots_.size()) + 1; }
+    int peak_held() const { return peak_; }
+
+private:
+    Ops& ops_;
+    const TensorSet& master_;
+    TensorSet compute_;  // W_newest: the master itself where the backend computes in f32
+    int64_t newest_ = 0;
+    std::map<int64_t, TensorSet> snapshots_;  // older versions still to be used
+    std::map<int64_t, int64_t> uses_left_;    // forwards and backwards still to come, per version
+    int peak_ = 1;
+};
+
+}  // namespace nb

@@ -1,0 +1,25 @@
+// The MPI lifecycle of the process, and what the rest of the program asks of it (the world size and rank).
+//
+// MPI is initialised (MPI_Init_thread, funneled: only the main thread calls MPI) when nobubble is built with MPI
+// and the process was started by an MPI launcher (mpirun/mpiexec, or srun with PMI/PMIx), or when NOBUBBLE_MPI=1
+// asks for a singleton; it is finalised when the MpiSession ends. Without a launcher a process does not
+// initialise MPI: a singleton MPI_Init costs about 0.3 s here, paid by every command of every test, and a
+// single process needs no MPI (`train --stages P` then runs the in-process pipeline). NOBUBBLE_MPI=0 never
+// initialises it.
+#pragma once
+
+namespace nb {
+
+class MpiSession {
+public:
+    MpiSession(int& argc, char**& argv);
+    ~MpiSession();  // MPI_Finalize, when this session initialised MPI
+    MpiSession(const MpiSession&) = delete;
+    MpiSession& operator=(const MpiSession&) = delete;
+};
+
+bool mpi_initialized();  // false without MPI, or when this process was not started under a launcher
+int mpi_world_size();    // 1 when MPI is not initialised
+int mpi_world_rank();    // 0 when MPI is not initialised
+
+}  // namespace nb

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The pipeline executor against its oracle (DESIGN section 2, "The oracle"): for every schedule, p in {2, 3, 4}
+# and m in {p, 2p}, on a model of 5 layers (so every p cuts it unevenly), 6 iterations (>= 6 optimizer steps):
+#   - `mpirun -np p nobubble train` (one stage per rank, MPI transport) and
+#   - `nobubble train --stages p` (every stage in one process, in-process transport)
+# end with the `final weights sha256` of `nobubble reference`, and the same final validation loss and weight
+# versions held per stage. Gradient clipping is active (--clip-grad 1 against norms of about 2.5), so the global
+# clip's cross-stage sums of squares (gpipe, 1f1b) and the per-stage clip (2bw, pipedream) are both checked.
+# Without MPI (nobubble built without it, or no mpirun) only the in-process runs are checked.
+source "$(dirname "$0")/lib.sh"
+make_corpus "$WORK/corpus.txt"
+FLAGS=(--data "$WORK/corpus.txt" "${TINY_FLAGS[@]}" --num-layers 5 --untie-embeddings-and-output-weights
+       --log-interval 100 --train-iters 6)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+HAVE_MPI=0
+if command -v mpirun >/dev/null && ldd "$NB" 2>/dev/null | grep -q libmpi; then HAVE_MPI=1; else
+  echo "skip: nobubble is built without MPI or mpirun is missing: in-process runs only"; fi
+
+run() {  # run NAME COMMAND...: the log lands in $WORK/NAME.log
+  local name=$1
+  shift
+  timeout -k 5 120 "$@" >"$WORK/$name.log" 2>&1 || fail "$name exited non-zero: $(tail -n 3 "$WORK/$name.log")"
+}
+val_of() { grep '^final val_loss ' "$1"; }
+versions_of() { grep '^weight versions held at most' "$1"; }
+
+# equal NAME WANT_LOG GOT_LOG: hash, validation loss and versions line agree.
+equal() {
+  local name=$1 want=$2 got=$3 h
+  h=$(hash_of "$want")
+  if [[ "$h" =~ ^[0-9a-f]{64}$ ]] && [ "$(hash_of "$got")" = "$h" ] && [ "$(val_of "$got")" = "$(val_of "$want")" ] \
+     && [ -n "$(versions_of "$got")" ] && [ "$(versions_of "$got")" = "$(versions_of "$want")" ]; then
+    pass "$name equals reference ($(versions_of "$got" | sed 's/.*: //') versions)"
+  else
+    fail "$name: reference $h $(val_of "$want") [$(versions_of "$want")], got $(hash_of "$got") $(val_of "$got") [$(versions_of "$got")]"
+  fi
+}
+
+start=$SECONDS
+for schedule in gpipe 1f1b 2bw pipedream; do
+  for p in 2 3 4; do
+    for m in "$p" $((2 * p)); do
+      id="${schedule}_p${p}_m${m}"
+      S=(--schedule "$schedule" --num-microbatches "$m")
+      run "ref_$id" "$NB" reference "${FLAGS[@]}" "${S[@]}" --stages "$p"
+      run "inproc_$id" "$NB" train "${FLAGS[@]}" "${S[@]}" --stages "$p"
+      equal "in-process $id" "$WORK/ref_$id.log" "$WORK/inproc_$id.log"
+      if [ "$HAVE_MPI" = 1 ]; then
+        run "mpi_$id" mpirun --oversubscribe -np "$p" "$NB" train "${FLAGS[@]}" "${S[@]}"
+        equal "mpirun -np $p $id" "$WORK/ref_$id.log" "$WORK/mpi_$id.log"
+      fi
+    done
+  done
+done
+echo "matrix: $((SECONDS - start)) s"
+
+# The runs print what train prints, from rank 0 only, with the cut and the transport named.
+grep -q '^nobubble: --schedule 2bw on 3 stages (blocks 0-1 | 2-3 | 4) in one process' "$WORK/inproc_2bw_p3_m3.log" \
+  && pass "in-process header" || fail "header: $(head -n 1 "$WORK/inproc_2bw_p3_m3.log")"
+if [ "$HAVE_MPI" = 1 ]; then
+  [ "$(grep -c '^final weights sha256' "$WORK/mpi_1f1b_p4_m4.log")" = 1 ] && [ "$(grep -c '^step ' "$WORK/mpi_1f1b_p4_m4.log")" = 1 ] \
+    && grep -q 'on 4 stages (blocks 0 | 1 | 2-3 | 4) over MPI' "$WORK/mpi_1f1b_p4_m4.log" \
+    && pass "under mpirun rank 0 alone prints" || fail "mpirun output: $(cat "$WORK/mpi_1f1b_p4_m4.log")"
+fi
+
+# A singleton MPI start (NOBUBBLE_MPI=1, no mpirun) is one rank: its stages run in the process.
+if [ "$HAVE_MPI" = 1 ]; then
+  run singleton env NOBUBBLE_MPI=1 "$NB" train "${FLAGS[@]}" --schedule 2bw --num-microbatches 3 --stages 3
+  equal "a singleton MPI run of 2bw_p3_m3" "$WORK/ref_2bw_p3_m3.log" "$WORK/singleton.log"
+fi
+
+# An asynchronous schedule on one stage runs in the executor too (2bw still delays by one step).
+run 2bw_p1_ref "$NB" reference "${FLAGS[@]}" --schedule 2bw --num-microbatches 2
+run 2bw_p1 "$NB" train "${FLAGS[@]}" --schedule 2bw --num-microbatches 2
+equal "2bw on one stage" "$WORK/2bw_p1_ref.log" "$WORK/2bw_p1.log"
+
+# Every iteration's metrics equal the reference's (timing aside), evaluation every 2 iterations included.
+M=(--schedule pipedream --num-microbatches 3 --eval-interval 2)
+run metrics_ref "$NB" reference "${FLAGS[@]}" "${M[@]}" --stages 3 --metrics "$WORK/ref.jsonl"
+run metrics_pipe "$NB" train "${FLAGS[@]}" "${M[@]}" --stages 3 --metrics "$WORK/pipe.jsonl"
+strip() { sed 's/"tokens_per_s": [^,}]*//' "$1"; }
+[ "$(wc -l <"$WORK/pipe.jsonl")" = 6 ] && [ "$(grep -c val_loss "$WORK/pipe.jsonl")" = 3 ] \
+  && [ "$(strip "$WORK/pipe.jsonl")" = "$(strip "$WORK/ref.jsonl")" ] && pass "metrics equal the reference's" \
+  || fail "metrics differ: $(diff <(strip "$WORK/ref.jsonl") <(strip "$WORK/pipe.jsonl"))"
+if [ "$HAVE_MPI" = 1 ]; then  # the global norm over MPI: every stage's per-parameter sums, added on rank 0
+  M=(--schedule 1f1b --num-microbatches 3 --eval-interval 2)
+  run metrics_ref1 "$NB" reference "${FLAGS[@]}" "${M[@]}" --stages 3 --metrics "$WORK/ref1.jsonl"
+  run metrics_mpi1 mpirun --oversubscribe -np 3 "$NB" train "${FLAGS[@]}" "${M[@]}" --metrics "$WORK/mpi1.jsonl"
+  [ "$(wc -l <"$WORK/mpi1.jsonl")" = 6 ] && [ "$(strip "$WORK/mpi1.jsonl")" = "$(strip "$WORK/ref1.jsonl")" ] \
+    && pass "metrics over MPI equal the reference's" \
+    || fail "metrics over MPI differ: $(diff <(strip "$WORK/ref1.jsonl") <(strip "$WORK/mpi1.jsonl"))"
+fi
+finish
