@@ -35,4 +35,13 @@ expect_error 1 "no file matches" "$NB" train --data "$WORK/nothing/*.bin" "${TIN
 printf 'just a few bytes\n' >"$WORK/few.txt"
 expect_error 1 "few.txt" "$NB" train --data "$WORK/few.txt" "${TINY_FLAGS[@]}" --train-iters 1
 expect_error 1 "metrics" "${T[@]}" --metrics "$WORK/no/such/dir/m.jsonl"
+
+# --device cuda where no GPU is usable: one line naming the CUDA error (or the missing CUDA build), exit 1.
+# On a machine with a GPU this path cannot be reached; the check is then reported as not applicable.
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  echo "n/a: a GPU is present, so --device cuda cannot fail for want of one"
+else
+  expect_error 1 "device cuda" "${T[@]}" --device cuda
+fi
+expect_error 2 "device 'tpu'" "${T[@]}" --device tpu
 finish
