@@ -16,7 +16,7 @@ public:
     std::string name() const override { return "embedding"; }
 
     Tensor forward(const LayerContext& ctx, const Tensor& in, Stash* stash) const override {
-        Tensor x = ctx.ops.activation({ctx.batch.rows(), hidden_});
+        Tensor x = ctx.ops.output({ctx.batch.rows(), hidden_});
         ctx.ops.embedding_forward(x, ctx.batch.tokens, ctx.weights[table_]);
         return x;
     }

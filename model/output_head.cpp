@@ -29,13 +29,13 @@ public:
     Tensor forward(const LayerContext& ctx, const Tensor& x, Stash* stash) const override {
         Ops& ops = ctx.ops;
         const int64_t n = ctx.batch.rows();
-        Tensor rstd = ops.f32_zeros({n});
-        Tensor h = ops.activation({n, hidden_});
+        Tensor rstd = ops.f32_output({n});
+        Tensor h = ops.output({n, hidden_});
         ops.rmsnorm_forward(h, rstd, x, ctx.weights[norm_], eps_);
-        Tensor logits = ops.activation({n, vocab_});
+        Tensor logits = ops.output({n, vocab_});
         ops.linear_forward(logits, h, ctx.weights[head_]);
-        Tensor row_loss = ops.f32_zeros({n});
-        Tensor lse = ops.f32_zeros({n});
+        Tensor row_loss = ops.f32_output({n});
+        Tensor lse = ops.f32_output({n});
         ops.cross_entropy_forward(row_loss, lse, logits, ctx.batch.targets);
         Tensor loss = Tensor::zeros({1});  // a host scalar on every backend
         loss.f32()[0] = static_cast<float>(ops.sum(row_loss) / static_cast<double>(n));

@@ -61,36 +61,36 @@ public:
         const float eps = static_cast<float>(c_.norm_eps), theta = static_cast<float>(c_.rope_theta);
 
         // Attention half.
-        Tensor rstd1 = ops.f32_zeros({N});
-        Tensor h1 = ops.activation({N, d});
+        Tensor rstd1 = ops.f32_output({N});
+        Tensor h1 = ops.output({N, d});
         ops.rmsnorm_forward(h1, rstd1, x, w[p_.attn_norm], eps);
-        Tensor q_lin = ops.activation({N, d}), k_lin = ops.activation({N, KV * hd}), v = ops.activation({N, KV * hd});
+        Tensor q_lin = ops.output({N, d}), k_lin = ops.output({N, KV * hd}), v = ops.output({N, KV * hd});
         ops.linear_forward(q_lin, h1, w[p_.wq]);
         ops.linear_forward(k_lin, h1, w[p_.wk]);
         ops.linear_forward(v, h1, w[p_.wv]);
-        Tensor q = ops.activation({B, T, H, hd}), k = ops.activation({B, T, KV, hd});
+        Tensor q = ops.output({B, T, H, hd}), k = ops.output({B, T, KV, hd});
         Tensor q3 = q.reshaped({N, H, hd}), k3 = k.reshaped({N, KV, hd});
         ops.rope_forward(q3, q_lin.reshaped({N, H, hd}), T, theta);
         ops.rope_forward(k3, k_lin.reshaped({N, KV, hd}), T, theta);
         Tensor v4 = v.reshaped({B, T, KV, hd});
-        Tensor attn = ops.activation({B, T, H, hd}), lse = ops.f32_zeros({B, H, T});
+        Tensor attn = ops.output({B, T, H, hd}), lse = ops.f32_output({B, H, T});
         ops.attention_forward(attn, lse, q, k, v4);
         Tensor attn2 = attn.reshaped({N, d});
         Tensor x1 = ops.copy_of(x);
-        Tensor proj = ops.activation({N, d});
+        Tensor proj = ops.output({N, d});
         ops.linear_forward(proj, attn2, w[p_.wo]);
         ops.add_inplace(x1, proj);
 
         // MLP half.
-        Tensor rstd2 = ops.f32_zeros({N});
-        Tensor h2 = ops.activation({N, d});
+        Tensor rstd2 = ops.f32_output({N});
+        Tensor h2 = ops.output({N, d});
         ops.rmsnorm_forward(h2, rstd2, x1, w[p_.mlp_norm], eps);
-        Tensor gate = ops.activation({N, f}), up = ops.activation({N, f}), act = ops.activation({N, f});
+        Tensor gate = ops.output({N, f}), up = ops.output({N, f}), act = ops.output({N, f});
         ops.linear_forward(gate, h2, w[p_.w_gate]);
         ops.linear_forward(up, h2, w[p_.w_up]);
         ops.swiglu_forward(act, gate, up);
         Tensor x2 = ops.copy_of(x1);
-        Tensor down = ops.activation({N, d});
+        Tensor down = ops.output({N, d});
         ops.linear_forward(down, act, w[p_.w_down]);
         ops.add_inplace(x2, down);
 

@@ -26,16 +26,20 @@ public:
     virtual Device device() const = 0;
     virtual DType activation_dtype() const = 0;
 
-    // A zero-filled tensor on this backend's device.
+    // A zero-filled tensor on this backend's device: for gradients, which ops accumulate into.
     virtual Tensor zeros(const Shape& shape, DType dtype) = 0;
+    // A tensor with undefined contents: for forward outputs, which ops overwrite entirely.
+    virtual Tensor empty(const Shape& shape, DType dtype) = 0;
     Tensor activation(const Shape& shape) { return zeros(shape, activation_dtype()); }
     Tensor f32_zeros(const Shape& shape) { return zeros(shape, DType::f32); }
+    Tensor output(const Shape& shape) { return empty(shape, activation_dtype()); }
+    Tensor f32_output(const Shape& shape) { return empty(shape, DType::f32); }
     // dst = src converted to dst's dtype (f32 <-> activation dtype), same element count.
     virtual void cast(Tensor& dst, const Tensor& src) = 0;
     // A copy on this backend's device, issued like any other op (Tensor::clone on a device tensor waits for
     // the copy; this does not).
     Tensor copy_of(const Tensor& t) {
-        Tensor c = zeros(t.shape(), t.dtype());
+        Tensor c = empty(t.shape(), t.dtype());
         cast(c, t);
         return c;
     }

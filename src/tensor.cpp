@@ -59,13 +59,13 @@ struct Tensor::Storage {
     void* ptr = nullptr;
     size_t bytes = 0;
     Device device = Device::cpu;
-    Storage(size_t n, Device d) : bytes(n), device(d) {
+    Storage(size_t n, Device d, bool clear) : bytes(n), device(d) {
         if (device == Device::cpu) {
             ptr = host_allocate(n);
-            std::memset(ptr, 0, n);
+            if (clear) std::memset(ptr, 0, n);
         } else {
             ptr = device_memory().allocate(n);
-            device_memory().zero(ptr, n);
+            if (clear) device_memory().zero(ptr, n);
         }
     }
     ~Storage() {
@@ -78,14 +78,32 @@ struct Tensor::Storage {
     Storage& operator=(const Storage&) = delete;
 };
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+namespace {
+
+void check_dims(const Shape& shape) {
     for (int64_t d : shape)
-        if (d < 0) throw std::invalid_argument("Tensor::zeros: negative dimension in " + shape_string(shape));
+        if (d < 0) throw std::invalid_argument("Tensor: negative dimension in " + shape_string(shape));
+}
+
+}  // namespace
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+    check_dims(shape);
     Tensor t;
     t.shape_ = shape;
     t.dtype_ = dtype;
     t.device_ = device;
-    t.storage_ = std::make_shared<Storage>(t.bytes(), device);
+    t.storage_ = std::make_shared<Storage>(t.bytes(), device, /*clear=*/true);
+    return t;
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+    check_dims(shape);
+    Tensor t;
+    t.shape_ = shape;
+    t.dtype_ = dtype;
+    t.device_ = device;
+    t.storage_ = std::make_shared<Storage>(t.bytes(), device, /*clear=*/false);
     return t;
 }
 

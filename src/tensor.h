@@ -32,6 +32,8 @@ public:
 
     // A new zero-filled tensor.
     static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
+    // A new tensor whose contents are undefined (for outputs an op overwrites entirely: saves clearing memory).
+    static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
 
     bool defined() const { return storage_ != nullptr; }
     const Shape& shape() const { return shape_; }

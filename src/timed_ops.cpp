@@ -34,6 +34,9 @@ std::vector<OpTime> TimedOps::report() const {
 Tensor TimedOps::zeros(const Shape& shape, DType dtype) {
     return timed("zeros (allocate + clear)", [&] { return inner_.zeros(shape, dtype); });
 }
+Tensor TimedOps::empty(const Shape& shape, DType dtype) {
+    return timed("empty (allocate)", [&] { return inner_.empty(shape, dtype); });
+}
 void TimedOps::cast(Tensor& dst, const Tensor& src) { timed("cast", [&] { inner_.cast(dst, src); }); }
 void TimedOps::linear_forward(Tensor& y, const Tensor& x, const Tensor& w) {
     timed("linear_forward", [&] { inner_.linear_forward(y, x, w); });

@@ -30,6 +30,7 @@ public:
     Device device() const override { return inner_.device(); }
     DType activation_dtype() const override { return inner_.activation_dtype(); }
     Tensor zeros(const Shape& shape, DType dtype) override;
+    Tensor empty(const Shape& shape, DType dtype) override;
     void cast(Tensor& dst, const Tensor& src) override;
     void synchronize() override { inner_.synchronize(); }
 
