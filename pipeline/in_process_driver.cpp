@@ -58,6 +58,8 @@ PipelineSummary run_in_process(const PipelineSetup& setup, std::FILE* log) {
             for_stage(s, [&] { return std::make_unique<StageRunner>(setup, s, network.endpoint(s), *ops); }));
     print_pipeline_header(log, setup, "in one process", ops->device(), runners[0]->train_windows());
     ProgressCollector collector(setup, network.endpoint(0), log);
+    const auto origin = StageClock::Clock::now();
+    for (auto& r : runners) r->start_clock(origin);
 
     for (;;) {
         bool moved = false, all_done = true;
@@ -70,7 +72,12 @@ PipelineSummary run_in_process(const PipelineSetup& setup, std::FILE* log) {
         if (!moved) throw std::logic_error(deadlock_message(runners, collector));
     }
     print_versions_line(log, collector.peak_versions());
-    return {collector.summary(), collector.peak_versions()};
+    return pipeline_summary(collector);
+}
+
+PipelineSummary pipeline_summary(const ProgressCollector& collector) {
+    return {collector.summary(), collector.peak_versions(), collector.optimizer_sha256(), collector.finals(),
+            collector.iteration_timings()};
 }
 
 void print_versions_line(std::FILE* log, const std::vector<int64_t>& peak_versions) {

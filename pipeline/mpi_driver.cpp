@@ -1,6 +1,8 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -48,6 +50,30 @@ void agree_on_setup(Transport& transport, int exit_code, const std::string& erro
     throw RuntimeError(line);
 }
 
+// The origin of every stage's clock, after the setup's collective (so every rank is here, give or take its exit
+// skew): rank 0's wall-clock time now, broadcast, and each rank's steady clock read at that wall-clock instant.
+// Ranks on one node read the same kernel clocks, so their origins agree to within a microsecond or so; across
+// nodes, to within the nodes' clock synchronisation (NTP: about a millisecond). Taking each rank's own instant
+// after the collective instead would be off by however long a busy machine kept a rank from running (tens of
+// ms seen on 2 loaded cores). The clocks only time; nothing computed depends on them.
+StageClock::Clock::time_point common_origin() {
+    using namespace std::chrono;
+    int64_t origin_ns = duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count();
+    MPI_Bcast(&origin_ns, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    const auto wall_ns = [] { return duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count(); };
+    // The steady clock at the wall-clock instant between two wall readings; of a few tries the tightest (a rank
+    // descheduled between the readings would be off by as long).
+    StageClock::Clock::time_point best_steady{};
+    int64_t best_wall = 0, best_gap = INT64_MAX;
+    for (int i = 0; i < 5; ++i) {
+        const int64_t before = wall_ns();
+        const auto steady = StageClock::Clock::now();
+        const int64_t after = wall_ns();
+        if (after - before < best_gap) best_gap = after - before, best_steady = steady, best_wall = before + (after - before) / 2;
+    }
+    return best_steady - duration_cast<StageClock::Clock::duration>(nanoseconds(best_wall - origin_ns));
+}
+
 RankStage set_up(const PipelineSetup& setup, Transport& transport, std::FILE* log) {
     RankStage rs;
     int exit_code = 0;
@@ -62,6 +88,7 @@ RankStage set_up(const PipelineSetup& setup, Transport& transport, std::FILE* lo
         exit_code = kExitRuntime, error = e.what();
     }
     agree_on_setup(transport, exit_code, error);
+    rs.runner->start_clock(common_origin());
     return rs;
 }
 
@@ -79,7 +106,7 @@ std::optional<PipelineSummary> run_stage(const PipelineSetup& setup, Transport& 
     transport.finish();
     if (!collector) return std::nullopt;
     print_versions_line(log, collector->peak_versions());
-    return PipelineSummary{collector->summary(), collector->peak_versions()};
+    return pipeline_summary(*collector);
 }
 
 }  // namespace

@@ -10,7 +10,10 @@
 //                    so that no rank hangs waiting for a failed one. OpenBLAS runs one thread per rank (the
 //                    ranks are the parallelism) unless OPENBLAS_NUM_THREADS says otherwise.
 // Stage 0 (rank 0) prints: the header, a progress line per iteration, the versions line; the caller prints the
-// final lines from the summary.
+// final lines from the summary. Every runner's clock starts at one origin just before the run (what a trace
+// across stages needs): in one process the same instant; under MPI rank 0's wall-clock instant, broadcast, which
+// ranks on one node share to within a microsecond or so and ranks on several nodes to within their clock
+// synchronisation (mpi_driver.cpp, common_origin).
 #pragma once
 
 #include <cstdio>
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "pipeline/pipeline_setup.h"
+#include "pipeline/progress_collector.h"
 #include "trainer.h"
 
 namespace nb {
@@ -25,7 +29,12 @@ namespace nb {
 struct PipelineSummary {
     TrainSummary run;
     std::vector<int64_t> peak_versions;  // per stage: the most weight versions it held at once
+    std::string optimizer_sha256;        // `final optimizer state sha256` (pipeline/state_hash.h)
+    std::vector<StageFinal> finals;      // per stage: its whole run's busy and wall time, peak activation bytes
+    std::vector<IterationTiming> iterations;  // per iteration: rank 0's wall time, each stage's measures
 };
+// What stage 0's collector knows once it is done.
+PipelineSummary pipeline_summary(const ProgressCollector& collector);
 
 PipelineSummary run_in_process(const PipelineSetup& setup, std::FILE* log);
 

@@ -75,7 +75,9 @@ void check_stages_match_ranks(const TrainOptions& o, int world_size) {
 
 bool needs_pipeline(const TrainOptions& o, int world_size) {
     const bool injects_faults = o.fail_at_step >= 0 || o.fail_rank >= 0;  // only the executor injects them
-    return world_size > 1 || o.stages != 1 || injects_faults || is_asynchronous(parse_schedule_kind(o.schedule));
+    const bool traces = !o.trace_path.empty();  // only the executor records a trace (one stage: the same bits)
+    return world_size > 1 || o.stages != 1 || injects_faults || traces ||
+           is_asynchronous(parse_schedule_kind(o.schedule));
 }
 
 }  // namespace nb

@@ -41,9 +41,9 @@ PipelineSetup make_pipeline_setup(const TrainOptions& options);
 // Under mpirun each rank is one stage: UsageError unless --stages equals the number of ranks.
 void check_stages_match_ranks(const TrainOptions& options, int world_size);
 
-// `train` runs the pipeline executor for more than one stage, an asynchronous schedule, under mpirun, or with
-// the test-only fault injection; a synchronous schedule on one stage in one process stays the plain loop of
-// src/trainer.cpp.
+// `train` runs the pipeline executor for more than one stage, an asynchronous schedule, under mpirun, with
+// --trace, or with the test-only fault injection; a synchronous schedule on one stage in one process stays the
+// plain loop of src/trainer.cpp (the executor on one stage ends with the same bits).
 bool needs_pipeline(const TrainOptions& options, int world_size);
 
 }  // namespace nb

@@ -1,17 +1,53 @@
 #include "pipeline/progress_collector.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "model/partition.h"
 #include "optim/grad_clip.h"
+#include "pipeline/state_hash.h"
+#include "pipeline/trace.h"
 #include "train_data.h"
 #include "train_progress.h"
-#include "weights_hash.h"
+#include "error.h"
 
 namespace nb {
+
+namespace {
+
+// The trace is written at the end (atomically, through PATH.tmp): a path that cannot be written fails the run
+// before it starts, as --metrics does.
+void check_writable_trace(const std::string& path) {
+    const std::string tmp = path + ".tmp";
+    std::FILE* f = std::fopen(tmp.c_str(), "w");
+    if (!f) throw RuntimeError(fmt::format("--trace '{}': cannot open for writing: {}", path, std::strerror(errno)));
+    std::fclose(f);
+    std::remove(tmp.c_str());
+}
+
+IterationTiming zero_timing(int stages) {
+    const auto n = static_cast<size_t>(stages);
+    return {0, std::vector<double>(n), std::vector<double>(n), std::vector<double>(n)};
+}
+
+// The pipeline's part of a progress line or metrics record, from the stages' own measures over `t`.
+void add_pipeline_fields(IterationReport& r, const IterationTiming& t) {
+    double busy = 0, wall = 0;
+    for (size_t s = 0; s < t.busy_s.size(); ++s) {
+        r.stage_busy.push_back(t.wall_s[s] > 0 ? t.busy_s[s] / t.wall_s[s] : 0.0);
+        r.act_mib.push_back(t.act_peak_bytes[s] / (1024.0 * 1024.0));
+        busy += t.busy_s[s];
+        wall += t.wall_s[s];
+    }
+    r.bubble = wall > 0 ? 1.0 - busy / wall : 0.0;
+}
+
+}  // namespace
 
 ProgressCollector::ProgressCollector(const PipelineSetup& setup, Transport& transport, std::FILE* log)
     : setup_(setup),
@@ -19,9 +55,11 @@ ProgressCollector::ProgressCollector(const PipelineSetup& setup, Transport& tran
       log_(log),
       lr_(setup.options.lr, setup.spec.optimizer_steps()),
       start_(Clock::now()),
-      last_done_(start_) {
+      last_done_(start_),
+      since_line_(zero_timing(setup.num_stages())) {
     if (transport.stage() != 0) throw std::logic_error("the progress collector runs on stage 0");
     if (!setup.options.metrics_path.empty()) metrics_ = std::make_unique<MetricsWriter>(setup.options.metrics_path);
+    if (!setup.options.trace_path.empty()) check_writable_trace(setup.options.trace_path);
 }
 
 bool ProgressCollector::poll() {
@@ -89,11 +127,32 @@ void ProgressCollector::print_iteration(int64_t t, const std::vector<StageReport
                          static_cast<double>(o.tokens_per_iter()) / seconds,
                          seconds};
     if (last.val_loss_sum) line.val_loss = *last.val_loss_sum / static_cast<double>(o.eval_iters * o.num_microbatches);
+
+    IterationTiming timing = zero_timing(setup_.num_stages());
+    timing.seconds = seconds;
+    for (size_t s = 0; s < reports.size(); ++s) {
+        timing.busy_s[s] = reports[s].busy_s;
+        timing.wall_s[s] = reports[s].wall_s;
+        timing.act_peak_bytes[s] = reports[s].act_peak_bytes;
+        since_line_.busy_s[s] += reports[s].busy_s;
+        since_line_.wall_s[s] += reports[s].wall_s;
+        since_line_.act_peak_bytes[s] = std::max(since_line_.act_peak_bytes[s], reports[s].act_peak_bytes);
+    }
+    since_line_.seconds += seconds;
+    timings_.push_back(timing);
+
     if (progress_line_due(line, o.log_interval)) {
-        fmt::print(log_, "{}\n", progress_line(line));
+        IterationReport printed = line;
+        add_pipeline_fields(printed, since_line_);
+        since_line_ = zero_timing(setup_.num_stages());
+        fmt::print(log_, "{}\n", progress_line(printed));
         std::fflush(log_);
     }
-    if (metrics_) metrics_->write(metrics_record(line));
+    if (metrics_) {
+        IterationReport record = line;
+        add_pipeline_fields(record, timing);
+        metrics_->write(metrics_record(record));
+    }
     summary_.final_train_loss = line.loss;
     if (line.val_loss >= 0) summary_.final_val_loss = line.val_loss;
 }
@@ -101,29 +160,50 @@ void ProgressCollector::print_iteration(int64_t t, const std::vector<StageReport
 void ProgressCollector::post_final_receives() {
     if (final_posted_) return;
     final_posted_ = true;
+    const auto stages = static_cast<size_t>(setup_.num_stages());
     for (int s = 0; s < setup_.num_stages(); ++s) {
         const ParamLayout& layout = setup_.layouts[static_cast<size_t>(s)];
         final_weights_.emplace_back(static_cast<size_t>(layout.size()));
         for (int i = 0; i < layout.size(); ++i)
             transport_.post_recv(s, {Channel::final_weights, i}, layout[i].shape, DType::f32);
+        const std::vector<Shape> state_shapes = optimizer_state_shapes(layout);
+        final_state_.emplace_back(state_shapes.size());
+        for (size_t i = 0; i < state_shapes.size(); ++i)
+            transport_.post_recv(s, {Channel::final_optimizer, static_cast<int64_t>(i)}, state_shapes[i], DType::f32);
         transport_.post_recv_values(s, {Channel::final_values, 0}, StageFinal::max_values());
     }
-    finals_.resize(static_cast<size_t>(setup_.num_stages()));
+    finals_.resize(stages);
+    traces_.resize(stages);
+    trace_posted_.assign(stages, false);
 }
 
+namespace {
+
+// Takes whatever of `slots` (tensors of the channel, by index) has arrived from `stage`; true when all have.
+bool take_tensors(Transport& transport, int stage, Channel channel, std::vector<std::optional<Tensor>>& slots,
+                  bool& arrived) {
+    bool complete = true;
+    for (size_t i = 0; i < slots.size(); ++i) {
+        auto& slot = slots[i];
+        if (!slot) {
+            slot = transport.try_take(stage, {channel, static_cast<int64_t>(i)});
+            arrived |= slot.has_value();
+        }
+        complete &= slot.has_value();
+    }
+    return complete;
+}
+
+}  // namespace
+
 bool ProgressCollector::take_final() {
+    const bool tracing = !setup_.options.trace_path.empty();
     bool arrived = false, complete = true;
     for (int s = 0; s < setup_.num_stages(); ++s) {
-        auto& weights = final_weights_[static_cast<size_t>(s)];
-        for (int i = 0; i < static_cast<int>(weights.size()); ++i) {
-            auto& slot = weights[static_cast<size_t>(i)];
-            if (!slot) {
-                slot = transport_.try_take(s, {Channel::final_weights, i});
-                arrived |= slot.has_value();
-            }
-            complete &= slot.has_value();
-        }
-        auto& final = finals_[static_cast<size_t>(s)];
+        const auto k = static_cast<size_t>(s);
+        complete &= take_tensors(transport_, s, Channel::final_weights, final_weights_[k], arrived);
+        complete &= take_tensors(transport_, s, Channel::final_optimizer, final_state_[k], arrived);
+        auto& final = finals_[k];
         if (!final) {
             if (auto values = transport_.try_take_values(s, {Channel::final_values, 0})) {
                 final = StageFinal::from_values(*values);
@@ -131,20 +211,52 @@ bool ProgressCollector::take_final() {
             }
         }
         complete &= final.has_value();
+        if (!tracing) continue;
+        // The trace's size comes with the final values; its records follow them.
+        if (final && !trace_posted_[k]) {
+            transport_.post_recv_values(s, {Channel::trace, 0}, static_cast<size_t>(final->trace_values));
+            trace_posted_[k] = true;
+        }
+        if (trace_posted_[k] && !traces_[k]) {
+            if (auto values = transport_.try_take_values(s, {Channel::trace, 0})) {
+                traces_[k] = decode_timed_tasks(*values);
+                arrived = true;
+            }
+        }
+        complete &= traces_[k].has_value();
     }
-    if (!complete) return arrived;
-    TensorSet all;  // canonical order: stage by stage, each in layout order
-    for (auto& stage : final_weights_)
-        for (auto& t : stage) all.tensors.push_back(t->to(Device::cpu));
-    for (const auto& f : finals_) peak_versions_.push_back(f->peak_versions);
-    weights_hash_ = weights_sha256(all);
-    return true;
+    if (complete) finish_run();
+    return arrived;
+}
+
+void ProgressCollector::finish_run() {
+    std::vector<std::vector<Tensor>> weights, state;  // canonical order: stage by stage (pipeline/state_hash.h)
+    for (auto& stage : final_weights_) {
+        weights.emplace_back();
+        for (auto& t : stage) weights.back().push_back(std::move(*t));
+    }
+    for (auto& stage : final_state_) {
+        state.emplace_back();
+        for (auto& t : stage) state.back().push_back(std::move(*t));
+    }
+    for (const auto& f : finals_) {
+        peak_versions_.push_back(f->peak_versions);
+        final_values_.push_back(*f);
+    }
+    if (!setup_.options.trace_path.empty()) {
+        TraceRecorder trace;
+        for (size_t s = 0; s < traces_.size(); ++s)
+            for (const TimedTask& t : *traces_[s]) trace.add(to_trace_event(t, static_cast<int>(s)));
+        trace.write_chrome_json(setup_.options.trace_path, setup_.num_stages());
+    }
+    optimizer_hash_ = stages_sha256(state);
+    weights_hash_ = stages_sha256(weights);  // last: it marks the collector done
 }
 
 std::string ProgressCollector::waiting_for() const {
     if (done()) return "done";
     if (next_to_print_ < setup_.options.train_iters) return fmt::format("the reports on iteration {}", next_to_print_);
-    return "the final weights";
+    return "the final weights, optimizer state and values (and with --trace the traces)";
 }
 
 TrainSummary ProgressCollector::summary() const {

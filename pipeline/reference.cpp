@@ -16,10 +16,10 @@
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
+#include "pipeline/state_hash.h"
 #include "pipeline/weight_history.h"
 #include "train_data.h"
 #include "train_progress.h"
-#include "weights_hash.h"
 
 namespace nb::reference {
 
@@ -76,6 +76,8 @@ void validate_options(const TrainOptions& o) {
                                      wanted));
     if (o.model.tie_embeddings && o.stages > 1)
         throw UsageError("tied embeddings across stages are not built yet: use --untie-embeddings-and-output-weights");
+    if (!o.trace_path.empty())
+        throw UsageError("--trace: the reference runs no pipeline to trace (it is a flag of train)");
 }
 
 namespace {
@@ -277,20 +279,17 @@ std::string describe_cut(const std::vector<std::unique_ptr<Stage>>& stages) {
     return nb::describe_cut(cut);
 }
 
-// Canonical order: stage 0's tensors in layout order, then stage 1's, ... (for an untied model, the whole
-// model's layout order).
+// The fingerprints of pipeline/state_hash.h: every stage's master weights, and every stage's AdamW state.
 std::string weights_hash(const std::vector<std::unique_ptr<Stage>>& stages) {
-    TensorSet all;
-    for (const auto& st : stages)
-        for (const Tensor& t : st->master.tensors) all.tensors.push_back(t.to(Device::cpu));
-    return weights_sha256(all);
+    std::vector<std::vector<Tensor>> all;
+    for (const auto& st : stages) all.push_back(st->master.tensors);
+    return stages_sha256(all);
 }
 
 std::string optimizer_hash(const std::vector<std::unique_ptr<Stage>>& stages) {
-    TensorSet all;
-    for (const auto& st : stages)
-        for (const auto& [name, t] : st->optimizer.state_tensors()) all.tensors.push_back(t->to(Device::cpu));
-    return weights_sha256(all);  // the same fingerprint: SHA-256 of the tensors in order, as LE f32
+    std::vector<std::vector<Tensor>> all;
+    for (const auto& st : stages) all.push_back(optimizer_state_in_order(st->optimizer));
+    return stages_sha256(all);
 }
 
 }  // namespace

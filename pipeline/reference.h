@@ -59,8 +59,8 @@ int64_t weight_version(Schedule schedule, int stage, int num_stages, int64_t ste
 
 // UsageError, one line naming the flag, for what the oracle cannot run: TrainOptions::validate (with the LR
 // schedule checked against optimizer steps), an unknown --schedule, --stages outside [1, layers], 2bw with
-// --num-microbatches < --stages, --clip-scope other than global (gpipe, 1f1b) or stage (2bw, pipedream), and a
-// tied model cut into more than one stage.
+// --num-microbatches < --stages, --clip-scope other than global (gpipe, 1f1b) or stage (2bw, pipedream), a
+// tied model cut into more than one stage, and --trace (a flag of train: the oracle has no pipeline to trace).
 void validate_options(const TrainOptions& options);
 
 struct ReferenceSummary {

@@ -6,27 +6,34 @@
 
 namespace nb {
 
-// Layout: iteration, has_loss, loss_sum, has_val, val_loss_sum, sum_squares...
+// Layout: iteration, has_loss, loss_sum, has_val, val_loss_sum, busy_s, wall_s, act_peak_bytes, sum_squares...
 std::vector<double> StageReport::to_values() const {
     std::vector<double> v = {static_cast<double>(iteration), loss_sum ? 1.0 : 0.0, loss_sum.value_or(0.0),
-                             val_loss_sum ? 1.0 : 0.0, val_loss_sum.value_or(0.0)};
+                             val_loss_sum ? 1.0 : 0.0, val_loss_sum.value_or(0.0), busy_s, wall_s, act_peak_bytes};
     v.insert(v.end(), sum_squares.begin(), sum_squares.end());
     return v;
 }
 
 StageReport StageReport::from_values(const std::vector<double>& v) {
-    if (v.size() < 5) throw std::logic_error(fmt::format("a stage report of {} values", v.size()));
+    if (v.size() < kHeader) throw std::logic_error(fmt::format("a stage report of {} values", v.size()));
     StageReport r;
     r.iteration = static_cast<int64_t>(v[0]);
     if (v[1] != 0.0) r.loss_sum = v[2];
     if (v[3] != 0.0) r.val_loss_sum = v[4];
-    r.sum_squares.assign(v.begin() + 5, v.end());
+    r.busy_s = v[5];
+    r.wall_s = v[6];
+    r.act_peak_bytes = v[7];
+    r.sum_squares.assign(v.begin() + kHeader, v.end());
     return r;
 }
 
+std::vector<double> StageFinal::to_values() const {
+    return {static_cast<double>(peak_versions), busy_s, wall_s, act_peak_bytes, static_cast<double>(trace_values)};
+}
+
 StageFinal StageFinal::from_values(const std::vector<double>& v) {
-    if (v.size() != 1) throw std::logic_error(fmt::format("a stage's final values: {} values", v.size()));
-    return {static_cast<int64_t>(v[0])};
+    if (v.size() != max_values()) throw std::logic_error(fmt::format("a stage's final values: {} values", v.size()));
+    return {static_cast<int64_t>(v[0]), v[1], v[2], v[3], static_cast<int64_t>(v[4])};
 }
 
 }  // namespace nb

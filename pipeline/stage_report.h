@@ -1,7 +1,8 @@
 // What each stage tells stage 0 (rank 0, which prints) at the end of every iteration, and at the end of the run.
 // The progress line of iteration t needs the loss (known on the last stage), the norm of the gradient over all
-// stages (from every stage's per-parameter sums of squares, added in canonical order: optim/grad_clip.h) and,
-// where validation ran, the validation loss (last stage). Sent as host doubles, so every bit arrives.
+// stages (from every stage's per-parameter sums of squares, added in canonical order: optim/grad_clip.h),
+// where validation ran, the validation loss (last stage), and each stage's own timing and activation memory
+// (pipeline/stage_clock.h). Sent as host doubles, so every bit arrives.
 #pragma once
 
 #include <cstdint>
@@ -14,22 +15,31 @@ struct StageReport {
     int64_t iteration = 0;               // 0-based
     std::optional<double> loss_sum;      // last stage: the iteration's microbatch losses, added in order
     std::optional<double> val_loss_sum;  // last stage, when validation ran: the evaluation losses, added in order
+    double busy_s = 0;                   // compute time since the stage's previous report (stage_clock.h)
+    double wall_s = 0;                   // the stage's wall time since its previous report (the first: since start)
+    double act_peak_bytes = 0;           // the most bytes of live stashes held since the previous report
     std::vector<double> sum_squares;     // per parameter, of the gradient of the iteration's last step
 
     std::vector<double> to_values() const;
     // std::logic_error when `values` is not what to_values makes.
     static StageReport from_values(const std::vector<double>& values);
     // The most doubles a stage with `num_params` parameter tensors sends.
-    static size_t max_values(int num_params) { return 5 + static_cast<size_t>(num_params); }
+    static constexpr size_t kHeader = 8;
+    static size_t max_values(int num_params) { return kHeader + static_cast<size_t>(num_params); }
 };
 
-// At the end of the run: the most weight versions the stage held at once.
+// At the end of the run: the most weight versions the stage held at once, its whole run's timing and peak
+// activation memory, and how many doubles its trace records (pipeline/stage_clock.h) take, which it sends next
+// when --trace asks for them (0 otherwise).
 struct StageFinal {
     int64_t peak_versions = 0;
+    double busy_s = 0, wall_s = 0;  // from the start of the run to its finish
+    double act_peak_bytes = 0;
+    int64_t trace_values = 0;
 
-    std::vector<double> to_values() const { return {static_cast<double>(peak_versions)}; }
+    std::vector<double> to_values() const;
     static StageFinal from_values(const std::vector<double>& values);
-    static size_t max_values() { return 1; }
+    static size_t max_values() { return 5; }
 };
 
 }  // namespace nb

@@ -1,5 +1,6 @@
 #include "pipeline/stage_runner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -9,6 +10,7 @@
 #include "model_step.h"
 #include "optim/grad_clip.h"
 #include "pipeline/stage_report.h"
+#include "pipeline/state_hash.h"
 #include "train_progress.h"
 
 namespace nb {
@@ -47,7 +49,8 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
       data_(open_train_data(o_)),
       train_reader_(o_),
       val_reader_(o_),
-      tasks_(stage_tasks(setup, stage, data_->val != nullptr)) {
+      tasks_(stage_tasks(setup, stage, data_->val != nullptr)),
+      clock_(StageClock::Clock::now(), !o_.trace_path.empty()) {
     if (transport.stage() != stage || transport.num_stages() != setup.num_stages())
         throw std::logic_error(fmt::format("stage {} of {} given the transport of stage {} of {}", stage,
                                            setup.num_stages(), transport.stage(), transport.num_stages()));
@@ -55,14 +58,65 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
 
 std::string StageRunner::next_task() const { return done() ? "done" : describe(tasks_[next_]); }
 
+void StageRunner::start_clock(StageClock::Clock::time_point origin) {
+    clock_ = StageClock(origin, !o_.trace_path.empty());
+}
+
 bool StageRunner::try_advance() {
     if (done()) return false;
+    const int64_t t0 = clock_.now_ns();
     post_receives_ahead();
     const StageTask& task = tasks_[next_];
     inject_fault(task);
-    if (!run(task)) return false;
+    const bool step_begun_before = step_begun_;
+    const bool ran = run(task);
+    const int64_t t1 = clock_.now_ns();
+    if (!ran) {
+        // An optimizer step under the global clip does its own part (average, sums of squares) and then waits.
+        if (step_begun_ && !step_begun_before)
+            clock_.record({TaskKind::norm, task.action.step, -1, t0, t1 - t0});
+        if (!blocked_since_ns_) blocked_since_ns_ = t1;
+        return false;
+    }
+    if (blocked_since_ns_) {
+        // Blocked from the end of the first try that could not run it until this try began.
+        TimedTask wait{TaskKind::wait, -1, -1, *blocked_since_ns_, t0 - *blocked_since_ns_};
+        blocked_since_ns_.reset();
+        if (task.kind == StageTask::Kind::evaluate) {  // its input activation
+            wait.waited_for = TaskKind::eval, wait.index = task.eval_index;
+        } else if (task.kind == StageTask::Kind::action) {
+            const Action& a = task.action;
+            wait.waited_for = a.type == ActionType::recv_activation ? TaskKind::recv_activation
+                              : a.type == ActionType::recv_gradient ? TaskKind::recv_gradient
+                                                                    : TaskKind::norm;  // the clip's all-gather
+            wait.index = a.type == ActionType::optimizer_step ? a.step : a.microbatch;
+        }
+        clock_.record(wait);
+    }
+    record(task, t0, t1);
     ++next_;
     return true;
+}
+
+// The record of a task that ran from start_ns to end_ns (reports and the finish are not timed tasks).
+void StageRunner::record(const StageTask& task, int64_t start_ns, int64_t end_ns) {
+    if (task.kind == StageTask::Kind::evaluate) {
+        clock_.record({TaskKind::eval, task.eval_index, -1, start_ns, end_ns - start_ns});
+        return;
+    }
+    if (task.kind != StageTask::Kind::action) return;
+    const Action& a = task.action;
+    TimedTask t{TaskKind::forward, a.microbatch, -1, start_ns, end_ns - start_ns};
+    switch (a.type) {
+        case ActionType::forward: t.kind = TaskKind::forward, t.version = a.version; break;
+        case ActionType::backward: t.kind = TaskKind::backward, t.version = a.version; break;
+        case ActionType::send_activation: t.kind = TaskKind::send_activation; break;
+        case ActionType::send_gradient: t.kind = TaskKind::send_gradient; break;
+        case ActionType::recv_activation: t.kind = TaskKind::recv_activation; break;
+        case ActionType::recv_gradient: t.kind = TaskKind::recv_gradient; break;
+        case ActionType::optimizer_step: t.kind = TaskKind::optimizer, t.index = a.step, t.version = a.version; break;
+    }
+    clock_.record(t);
 }
 
 // Posting a receive early lets the message land while this stage computes (and over MPI, straight into its
@@ -142,6 +196,10 @@ void StageRunner::forward(const Action& a) {
     LayerContext ctx{ops_, versions_.at(a.version), &grads_, f.batch};
     Tensor y = stage_forward(model_, ctx, x, &f.stashes);
     versions_.release(a.version);
+    for (const Stash& st : f.stashes) f.stash_bytes += st.bytes();
+    live_stash_bytes_ += f.stash_bytes;
+    peak_stash_bytes_report_ = std::max(peak_stash_bytes_report_, live_stash_bytes_);
+    peak_stash_bytes_run_ = std::max(peak_stash_bytes_run_, live_stash_bytes_);
     if (last_)
         loss_sums_[iteration_of_microbatch(a.microbatch)] += y.f32()[0];
     else
@@ -166,6 +224,7 @@ void StageRunner::backward(const Action& a) {
     LayerContext ctx{ops_, versions_.at(a.version), &grads_, f.batch};
     Tensor dx = stage_backward(model_, ctx, dy, f.stashes);
     versions_.release(a.version);
+    live_stash_bytes_ -= f.stash_bytes;
     ++accumulated_;
     if (!first_) gradients_out_.emplace(a.microbatch, std::move(dx));
 }
@@ -245,6 +304,11 @@ void StageRunner::report(const StageTask& task) {
     StageReport r;
     r.iteration = task.iteration;
     r.sum_squares = reported_sums_;
+    const StageClock::Interval interval = clock_.take_interval();
+    r.busy_s = interval.busy_s;
+    r.wall_s = interval.wall_s;
+    r.act_peak_bytes = static_cast<double>(peak_stash_bytes_report_);
+    peak_stash_bytes_report_ = live_stash_bytes_;
     if (last_) {
         r.loss_sum = loss_sums_[task.iteration];
         loss_sums_.erase(task.iteration);
@@ -257,9 +321,25 @@ void StageRunner::report(const StageTask& task) {
     transport_.send_values(0, {Channel::report, task.iteration}, r.to_values());
 }
 
+// To stage 0: the master weights, the optimizer state (both hashed there, pipeline/state_hash.h), the final
+// values and, with --trace, the timed records.
 void StageRunner::finish() {
     for (int i = 0; i < master_.size(); ++i) transport_.send(0, {Channel::final_weights, i}, master_[i]);
-    transport_.send_values(0, {Channel::final_values, 0}, StageFinal{versions_.peak_held()}.to_values());
+    const std::vector<Tensor> state = optimizer_state_in_order(optimizer_);
+    if (state.size() != optimizer_state_shapes(model_.layout()).size())
+        throw std::logic_error(fmt::format("the optimizer has {} state tensors, stage 0 expects {}", state.size(),
+                                           optimizer_state_shapes(model_.layout()).size()));
+    for (size_t i = 0; i < state.size(); ++i)
+        transport_.send(0, {Channel::final_optimizer, static_cast<int64_t>(i)}, state[i]);
+    StageFinal f;
+    f.peak_versions = versions_.peak_held();
+    f.busy_s = clock_.busy_seconds();
+    f.wall_s = static_cast<double>(clock_.now_ns()) * 1e-9;
+    f.act_peak_bytes = static_cast<double>(peak_stash_bytes_run_);
+    std::vector<double> trace = encode_timed_tasks(clock_.records());
+    f.trace_values = static_cast<int64_t>(trace.size());
+    transport_.send_values(0, {Channel::final_values, 0}, f.to_values());
+    if (!o_.trace_path.empty()) transport_.send_values(0, {Channel::trace, 0}, std::move(trace));
 }
 
 }  // namespace nb

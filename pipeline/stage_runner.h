@@ -17,6 +17,11 @@
 //                     --clip-scope (global: the per-parameter sums of squares of every stage, all-gathered and
 //                     added in canonical order, optim/grad_clip.h; stage: this stage's own), AdamW at the
 //                     learning rate of the step (the schedule counts optimizer steps), making the next version.
+//
+// It also measures itself (pipeline/stage_clock.h): every task it runs and every stretch it spends blocked is
+// timed on a clock shared by the stages, so that its reports carry its busy and wall time and the most bytes of
+// activation stashes it held, and with --trace its finish sends every record to stage 0 for the trace file.
+// Timing reads the clock and never changes what is computed.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +35,7 @@
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "pipeline/pipeline_setup.h"
+#include "pipeline/stage_clock.h"
 #include "pipeline/stage_tasks.h"
 #include "pipeline/transport.h"
 #include "pipeline/weight_versions.h"
@@ -48,6 +54,9 @@ public:
     // tasks are posted first. Errors: RuntimeError (data, a non-finite loss with --stop-on-nan, the injected
     // --fail-at-step fault), std::logic_error (a plan that breaks the runtime's rules).
     bool try_advance();
+    // Times from now on count from `origin`, the same for every stage (the drivers call it once, just before
+    // the run; by default the clock starts when the runner is made).
+    void start_clock(StageClock::Clock::time_point origin);
     bool done() const { return next_ >= tasks_.size(); }
     // What the runner does next, e.g. "recv_gradient mb 3 from stage 1" (for deadlock reports).
     std::string next_task() const;
@@ -64,11 +73,13 @@ private:
     struct InFlight {
         Microbatch batch;
         std::vector<Stash> stashes;
+        size_t stash_bytes = 0;
     };
 
     void post_receives_ahead();
     void inject_fault(const StageTask& task);
     bool run(const StageTask& task);
+    void record(const StageTask& task, int64_t start_ns, int64_t end_ns);
     bool run_action(const Action& a);
     bool receive(const Action& a, std::map<int64_t, Tensor>& into);
     void send(const Action& a, std::map<int64_t, Tensor>& from);
@@ -116,6 +127,12 @@ private:
     bool step_begun_ = false;                       // the current optimizer step waits for its clip norm
     std::vector<double> step_sums_;                 // per-parameter sums of squares of the current step
     std::vector<double> reported_sums_;             // ... of the last step made, for the report
+
+    StageClock clock_;
+    std::optional<int64_t> blocked_since_ns_;  // the next task has been blocked since then
+    size_t live_stash_bytes_ = 0;              // activation stashes of the microbatches in flight
+    size_t peak_stash_bytes_report_ = 0;       // ... the most since the last report
+    size_t peak_stash_bytes_run_ = 0;          // ... the most over the run
 
     std::map<int64_t, double> loss_sums_;         // last stage: per iteration, microbatch losses added in order
     double val_loss_sum_ = 0;                     // last stage: the running evaluation

@@ -13,6 +13,8 @@ const char* channel_name(Channel channel) {
         case Channel::final_weights: return "final_weights";
         case Channel::final_values: return "final_values";
         case Channel::clip_sums: return "clip_sums";
+        case Channel::final_optimizer: return "final_optimizer";
+        case Channel::trace: return "trace";
     }
     return "?";
 }

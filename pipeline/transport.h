@@ -40,8 +40,10 @@ enum class Channel : uint8_t {
     final_weights,    // any stage -> stage 0, master weight tensor number `index` of the stage's layout
     final_values,     // any stage -> stage 0, what the stage tells at the end (index 0)
     clip_sums,        // all-gather of the per-parameter sums of squares of optimizer step `index`
+    final_optimizer,  // any stage -> stage 0, optimizer state tensor number `index` (pipeline/state_hash.h order)
+    trace,            // any stage -> stage 0, the stage's timed records for --trace (index 0)
 };
-constexpr int kNumChannels = 7;
+constexpr int kNumChannels = 9;
 const char* channel_name(Channel channel);
 
 struct MessageTag {

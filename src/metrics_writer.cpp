@@ -36,9 +36,16 @@ std::string json_quote(std::string_view s) {
 
 namespace {
 
+std::string json_number(double d) { return std::isfinite(d) ? fmt::format("{}", d) : "null"; }
+
 std::string json_value(const MetricsValue& v) {
     if (const int64_t* i = std::get_if<int64_t>(&v)) return fmt::format("{}", *i);
-    if (const double* d = std::get_if<double>(&v)) return std::isfinite(*d) ? fmt::format("{}", *d) : "null";
+    if (const double* d = std::get_if<double>(&v)) return json_number(*d);
+    if (const auto* a = std::get_if<std::vector<double>>(&v)) {
+        std::string out = "[";
+        for (size_t i = 0; i < a->size(); ++i) out += (i > 0 ? ", " : "") + json_number((*a)[i]);
+        return out + "]";
+    }
     return json_quote(std::get<std::string>(v));
 }
 

@@ -1,7 +1,7 @@
 // MetricsWriter: `--metrics FILE.jsonl`, one JSON object per line.
 //
-// Generic on purpose: a MetricsRecord is an ordered list of (key, value) with value an int64, a double or a
-// string, so the trainer decides the fields and this file never changes with them. Each line is flushed as it is
+// Generic on purpose: a MetricsRecord is an ordered list of (key, value) with value an int64, a double, a
+// string or an array of doubles (one per pipeline stage, say), so the trainer decides the fields and this file never changes with them. Each line is flushed as it is
 // written, so a crashed or killed run leaves every finished step readable (`tail -f` works too).
 //
 // Numbers: doubles are written in the shortest form that reads back to the same double (fmt's "{}"); NaN and
@@ -21,7 +21,7 @@
 
 namespace nb {
 
-using MetricsValue = std::variant<int64_t, double, std::string>;
+using MetricsValue = std::variant<int64_t, double, std::string, std::vector<double>>;
 
 struct MetricsRecord {
     std::vector<std::pair<std::string, MetricsValue>> fields;  // written in this order
@@ -42,6 +42,10 @@ struct MetricsRecord {
         return *this;
     }
     MetricsRecord& add(std::string key, const char* value) { return add(std::move(key), std::string(value)); }
+    MetricsRecord& add(std::string key, std::vector<double> values) {
+        fields.emplace_back(std::move(key), std::move(values));
+        return *this;
+    }
 };
 
 // `"..."` with JSON escapes.

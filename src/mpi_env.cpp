@@ -13,6 +13,7 @@ namespace nb {
 namespace {
 
 bool session_initialized = false;
+int thread_level = 0;
 
 // Set by Open MPI's mpirun, by PMIx launchers (Open MPI, srun --mpi=pmix) and by PMI ones (MPICH's hydra, srun
 // --mpi=pmi2).
@@ -34,7 +35,8 @@ bool wants_mpi() {
 MpiSession::MpiSession(int& argc, char**& argv) {
     if (!wants_mpi()) return;
     int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+    thread_level = provided;
     session_initialized = true;
 }
 
@@ -44,6 +46,8 @@ MpiSession::~MpiSession() {
 }
 
 bool mpi_initialized() { return session_initialized; }
+
+bool mpi_threads_serialized() { return session_initialized && thread_level >= MPI_THREAD_SERIALIZED; }
 
 int mpi_world_size() {
     int size = 1;
@@ -66,6 +70,7 @@ namespace nb {
 MpiSession::MpiSession(int&, char**&) {}
 MpiSession::~MpiSession() = default;
 bool mpi_initialized() { return false; }
+bool mpi_threads_serialized() { return false; }
 int mpi_world_size() { return 1; }
 int mpi_world_rank() { return 0; }
 

@@ -29,6 +29,7 @@ struct TrainOptions {
     int64_t eval_iters = 10;        // --eval-iters (batches of num_microbatches microbatches)
     int64_t log_interval = 10;      // --log-interval
     std::string metrics_path;       // --metrics FILE.jsonl
+    std::string trace_path;         // --trace FILE.json: Chrome/Perfetto trace of the pipeline, one track per stage
 
     // Pipeline (the pipeline issue): the schedule and the number of stages. `train` without mpirun and with
     // --stages 1 is the plain single-process loop.

@@ -16,6 +16,12 @@ std::string progress_line(const IterationReport& r) {
     std::string line =
         fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.3f} | {:.0f} tok/s | {:.1f} ms",
                     r.iteration, r.iterations, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.seconds * 1e3);
+    if (!r.stage_busy.empty()) {
+        line += " | busy";
+        for (double b : r.stage_busy) line += fmt::format(" {:.0f}%", 100 * b);
+        line += fmt::format(" | bubble {:.1f}% | act MiB", 100 * r.bubble);
+        for (double a : r.act_mib) line += fmt::format(" {:.1f}", a);
+    }
     if (r.val_loss >= 0) line += fmt::format(" | val_loss {:.4f}", r.val_loss);
     return line;
 }
@@ -28,6 +34,11 @@ MetricsRecord metrics_record(const IterationReport& r) {
     record.add("grad_norm", r.grad_norm);
     record.add("tokens_per_s", r.tokens_per_s);
     if (r.val_loss >= 0) record.add("val_loss", r.val_loss);
+    if (!r.stage_busy.empty()) {
+        record.add("stage_busy", r.stage_busy);
+        record.add("bubble", r.bubble);
+        record.add("act_mib", r.act_mib);
+    }
     return record;
 }
 

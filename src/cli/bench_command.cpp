@@ -2,6 +2,7 @@
 // model-FLOP utilisation as a ratio of that rate, for the `tiny` and `small` presets.
 //   Target (issue #2): the `small` training step reaches >= 30% of the measured GEMM rate.
 // `nobubble bench gpu`: the same on one GPU for SmolLM-135M and -360M (cuda/gpu_bench.cpp).
+// `nobubble bench schedules`: the schedules side by side on one config (src/cli/bench_schedules_command.cpp).
 #include <fmt/format.h>
 
 #include "bench_step.h"
@@ -71,8 +72,10 @@ Command add_bench_command(CLI::App& app) {
     ops->add_option("--seq-length", ops_flags->seq_length, "Tokens per sequence")->capture_default_str();
     ops->add_flag("--profile", ops_flags->profile, "Also print where one step's time goes, op by op");
     auto gpu = add_bench_gpu_command(*sub);
-    return {sub, [ops_flags, ops, gpu] {
+    auto schedules = add_bench_schedules_command(*sub);
+    return {sub, [ops_flags, ops, gpu, schedules] {
                 if (ops->parsed()) return run_bench_ops(*ops_flags);
+                if (schedules.app->parsed()) return schedules.run();
                 return gpu.run();
             }};
 }

@@ -16,7 +16,7 @@ Command add_reference_command(CLI::App& app) {
     return {sub, [flags] {
                 const reference::ReferenceSummary s = reference::run_reference(resolve_train_flags(*flags), stdout);
                 print_final_lines(s.run);
-                fmt::print("final optimizer state sha256 {}\n", s.optimizer_sha256);
+                print_optimizer_line(s.optimizer_sha256);
                 return 0;
             }};
 }

@@ -22,8 +22,10 @@ Command add_train_command(CLI::App& app) {
                     print_final_lines(run_training(o, stdout));
                     return 0;
                 }
-                if (std::optional<PipelineSummary> summary = run_pipeline_training(o, stdout))
-                    print_final_lines(summary->run);  // on stage 0 only
+                if (std::optional<PipelineSummary> summary = run_pipeline_training(o, stdout)) {
+                    print_final_lines(summary->run);  // on stage 0 only, as `nobubble reference` prints them
+                    print_optimizer_line(summary->optimizer_sha256);
+                }
                 return 0;
             }};
 }

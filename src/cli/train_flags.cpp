@@ -58,6 +58,9 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
         ->capture_default_str();
     sub.add_option("--log-interval", o.log_interval, "Print a progress line every N iterations")->capture_default_str();
     sub.add_option("--metrics", o.metrics_path, "Append one JSON object per iteration to this file");
+    sub.add_option("--trace", o.trace_path,
+                   "Write a Chrome/Perfetto trace (JSON) of every stage's forwards, backwards, sends, receives, "
+                   "waits and optimizer steps (train only; runs the pipeline executor)");
     sub.add_flag("--stop-on-nan,!--no-stop-on-nan", o.stop_on_nan,
                  "End the run with an error when the loss is not finite (default on)")
         ->capture_default_str();
@@ -78,6 +81,14 @@ TrainOptions resolve_train_flags(const TrainFlags& f) {
 void print_final_lines(const TrainSummary& s) {
     if (s.final_val_loss >= 0) fmt::print("final val_loss {:.4f}\n", s.final_val_loss);
     fmt::print("final weights sha256 {}\n", s.weights_sha256);
+}
+
+}  // namespace nb::cli
+
+namespace nb::cli {
+
+void print_optimizer_line(const std::string& optimizer_sha256) {
+    fmt::print("final optimizer state sha256 {}\n", optimizer_sha256);
 }
 
 }  // namespace nb::cli

@@ -24,5 +24,7 @@ TrainOptions resolve_train_flags(const TrainFlags& flags);
 
 // "final val_loss X" (when validation ran) and "final weights sha256 HEX", on stdout.
 void print_final_lines(const TrainSummary& summary);
+// "final optimizer state sha256 HEX" (pipeline/state_hash.h), after them: `reference` and pipeline runs of `train`.
+void print_optimizer_line(const std::string& optimizer_sha256);
 
 }  // namespace nb::cli

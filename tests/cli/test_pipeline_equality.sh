@@ -3,8 +3,8 @@
 # and m in {p, 2p}, on a model of 5 layers (so every p cuts it unevenly), 6 iterations (>= 6 optimizer steps):
 #   - `mpirun -np p nobubble train` (one stage per rank, MPI transport) and
 #   - `nobubble train --stages p` (every stage in one process, in-process transport)
-# end with the `final weights sha256` of `nobubble reference`, and the same final validation loss and weight
-# versions held per stage. Gradient clipping is active (--clip-grad 1 against norms of about 2.5), so the global
+# end with the `final weights sha256` and the `final optimizer state sha256` of `nobubble reference` (weights AND
+# optimizer state bitwise equal), and the same final validation loss and weight versions held per stage. Gradient clipping is active (--clip-grad 1 against norms of about 2.5), so the global
 # clip's cross-stage sums of squares (gpipe, 1f1b) and the per-stage clip (2bw, pipedream) are both checked.
 # Without MPI (nobubble built without it, or no mpirun) only the in-process runs are checked.
 source "$(dirname "$0")/lib.sh"
@@ -22,17 +22,20 @@ run() {  # run NAME COMMAND...: the log lands in $WORK/NAME.log
   timeout -k 5 120 "$@" >"$WORK/$name.log" 2>&1 || fail "$name exited non-zero: $(tail -n 3 "$WORK/$name.log")"
 }
 val_of() { grep '^final val_loss ' "$1"; }
+opt_of() { grep '^final optimizer state sha256 ' "$1" | awk '{print $5}'; }
 versions_of() { grep '^weight versions held at most' "$1"; }
 
-# equal NAME WANT_LOG GOT_LOG: hash, validation loss and versions line agree.
+# equal NAME WANT_LOG GOT_LOG: weights hash, optimizer state hash, validation loss and versions line agree.
 equal() {
-  local name=$1 want=$2 got=$3 h
+  local name=$1 want=$2 got=$3 h o
   h=$(hash_of "$want")
-  if [[ "$h" =~ ^[0-9a-f]{64}$ ]] && [ "$(hash_of "$got")" = "$h" ] && [ "$(val_of "$got")" = "$(val_of "$want")" ] \
+  o=$(opt_of "$want")
+  if [[ "$h" =~ ^[0-9a-f]{64}$ ]] && [ "$(hash_of "$got")" = "$h" ] && [[ "$o" =~ ^[0-9a-f]{64}$ ]] \
+     && [ "$(opt_of "$got")" = "$o" ] && [ "$(val_of "$got")" = "$(val_of "$want")" ] \
      && [ -n "$(versions_of "$got")" ] && [ "$(versions_of "$got")" = "$(versions_of "$want")" ]; then
     pass "$name equals reference ($(versions_of "$got" | sed 's/.*: //') versions)"
   else
-    fail "$name: reference $h $(val_of "$want") [$(versions_of "$want")], got $(hash_of "$got") $(val_of "$got") [$(versions_of "$got")]"
+    fail "$name: reference $h opt $o $(val_of "$want") [$(versions_of "$want")], got $(hash_of "$got") opt $(opt_of "$got") $(val_of "$got") [$(versions_of "$got")]"
   fi
 }
 
@@ -78,7 +81,8 @@ equal "2bw on one stage" "$WORK/2bw_p1_ref.log" "$WORK/2bw_p1.log"
 M=(--schedule pipedream --num-microbatches 3 --eval-interval 2)
 run metrics_ref "$NB" reference "${FLAGS[@]}" "${M[@]}" --stages 3 --metrics "$WORK/ref.jsonl"
 run metrics_pipe "$NB" train "${FLAGS[@]}" "${M[@]}" --stages 3 --metrics "$WORK/pipe.jsonl"
-strip() { sed 's/"tokens_per_s": [^,}]*//' "$1"; }
+# Timing and memory are not results: tokens/s, and the pipeline's stage_busy, bubble and act_mib.
+strip() { sed -e 's/"tokens_per_s": [^,}]*//' -e 's/, "stage_busy": \[[^]]*\], "bubble": [^,}]*, "act_mib": \[[^]]*\]//' "$1"; }
 [ "$(wc -l <"$WORK/pipe.jsonl")" = 6 ] && [ "$(grep -c val_loss "$WORK/pipe.jsonl")" = 3 ] \
   && [ "$(strip "$WORK/pipe.jsonl")" = "$(strip "$WORK/ref.jsonl")" ] && pass "metrics equal the reference's" \
   || fail "metrics differ: $(diff <(strip "$WORK/ref.jsonl") <(strip "$WORK/pipe.jsonl"))"

@@ -244,3 +244,10 @@ TEST_CASE("metrics: a path that cannot be opened is a RuntimeError naming it") {
     }
     CHECK_THROWS_AS(nb::MetricsWriter{dir.path}, nb::RuntimeError);  // a directory
 }
+
+TEST_CASE("metrics: an array of doubles (per pipeline stage) is a JSON array, non-finite entries null") {
+    nb::MetricsRecord r;
+    r.add("stage_busy", std::vector<double>{0.5, 0.25}).add("empty", std::vector<double>{});
+    r.add("act_mib", std::vector<double>{1.5, std::nan("")});
+    CHECK(nb::to_json_line(r) == R"({"stage_busy": [0.5, 0.25], "empty": [], "act_mib": [1.5, null]})");
+}

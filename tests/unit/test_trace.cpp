@@ -67,3 +67,66 @@ TEST_CASE("trace: an unwritable path is a RuntimeError naming it") {
     CHECK_THROWS_WITH(sample().write_chrome_json("/nonexistent/dir/t.json", 2),
                       doctest::Contains("/nonexistent/dir/t.json"));
 }
+
+// ---- the runner's timed records (pipeline/stage_clock.h), which travel to stage 0 as doubles ----
+
+#include "pipeline/stage_clock.h"
+
+TEST_CASE("stage clock: timed records survive the trip as doubles and are named on stage 0") {
+    using nb::TaskKind;
+    const std::vector<nb::TimedTask> tasks = {
+        {TaskKind::forward, 12, 3, 1000, 2500},
+        {TaskKind::wait, 4, -1, 3500, 1500, TaskKind::recv_gradient},
+        {TaskKind::recv_gradient, 4, -1, 5000, 1},
+        {TaskKind::optimizer, 2, 3, 123456789012345, 7},
+    };
+    const std::vector<double> values = nb::encode_timed_tasks(tasks);
+    REQUIRE(values.size() == tasks.size() * nb::kValuesPerTimedTask);
+    const auto back = nb::decode_timed_tasks(values);
+    REQUIRE(back.size() == tasks.size());
+    for (size_t i = 0; i < tasks.size(); ++i) {
+        CHECK(back[i].kind == tasks[i].kind);
+        CHECK(back[i].index == tasks[i].index);
+        CHECK(back[i].version == tasks[i].version);
+        CHECK(back[i].start_ns == tasks[i].start_ns);
+        CHECK(back[i].duration_ns == tasks[i].duration_ns);
+        CHECK(back[i].waited_for == tasks[i].waited_for);
+    }
+    CHECK_THROWS_AS(nb::decode_timed_tasks({1, 2, 3}), std::logic_error);
+    CHECK_THROWS_AS(nb::decode_timed_tasks({99, 0, 0, 0, 0, 0}), std::logic_error);
+
+    const nb::TraceEvent f = nb::to_trace_event(back[0], 1);
+    CHECK(f.name == "F12");
+    CHECK(f.category == "forward");
+    CHECK(f.stage == 1);
+    CHECK(f.start_us == 1.0);
+    CHECK(f.duration_us == 2.5);
+    CHECK(f.microbatch == 12);
+    CHECK(f.version == 3);
+    const nb::TraceEvent w = nb::to_trace_event(back[1], 0);
+    CHECK(w.name == "wait recv grad 4");
+    CHECK(w.category == "wait");
+    CHECK(w.microbatch == 4);
+    const nb::TraceEvent s = nb::to_trace_event(back[3], 0);
+    CHECK(s.name == "step 2");
+    CHECK(s.category == "optimizer");
+    CHECK(s.microbatch == -1);
+}
+
+TEST_CASE("stage clock: busy time is the compute records', split into intervals") {
+    nb::StageClock clock(nb::StageClock::Clock::now());
+    clock.record({nb::TaskKind::forward, 0, 0, 0, 1000000});
+    clock.record({nb::TaskKind::wait, 0, -1, 1000000, 5000000, nb::TaskKind::recv_gradient});
+    clock.record({nb::TaskKind::backward, 0, 0, 6000000, 2000000});
+    clock.record({nb::TaskKind::send_gradient, 0, -1, 8000000, 500000});
+    CHECK(clock.busy_seconds() == doctest::Approx(0.003));
+    CHECK(clock.records().empty());  // kept only when asked
+    const auto first = clock.take_interval();
+    CHECK(first.busy_s == doctest::Approx(0.003));
+    CHECK(first.wall_s >= 0);
+    clock.record({nb::TaskKind::optimizer, 0, 1, 9000000, 1000000});
+    CHECK(clock.take_interval().busy_s == doctest::Approx(0.001));
+    nb::StageClock kept(nb::StageClock::Clock::now(), true);
+    kept.record({nb::TaskKind::eval, 0, -1, 0, 10});
+    CHECK(kept.records().size() == 1);
+}

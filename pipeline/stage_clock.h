@@ -1,0 +1,89 @@
+// StageClock: what one stage's runner measures about its own time (DESIGN section 5, "Outputs": the progress
+// line's busy and bubble figures, and `--trace FILE.json`).
+//
+// The runner times every task it runs (pipeline/stage_runner.h) and the time it spent blocked in between, as
+// TimedTask records on a clock shared by all stages (microseconds since a common origin, kept at nanosecond
+// resolution so that the events of one stage, which follow one another, never overlap in the trace):
+//   forward, backward, optimizer   the compute of the schedule's actions (optimizer: the AdamW step; norm: the
+//   norm, eval                     averaging and sums of squares that begin it, recorded on their own when the
+//                                  step then waits for the global clip's all-gather); evaluation forwards
+//   send_*, recv_*                 a send being handed to the transport; a receive being taken from it, at the
+//                                  time it completed for the runner
+//   wait                           from the moment the runner found its next task blocked until it could run it,
+//                                  attributed to this stage (the task it waited for is named)
+// Compute (busy) time is forward + backward + optimizer + norm + eval. Records are kept (for the trace) only when
+// asked; the busy total is always kept, and split into intervals for the stage's reports to stage 0.
+//
+// Records travel to stage 0 as host doubles (Transport::send_values), six per record, and are named only there
+// (to_trace_event), so that recording costs two clock reads per task and no formatting.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "pipeline/trace.h"
+
+namespace nb {
+
+enum class TaskKind : uint8_t {
+    forward,
+    backward,
+    send_activation,
+    send_gradient,
+    recv_activation,
+    recv_gradient,
+    norm,
+    optimizer,
+    eval,
+    wait,
+};
+constexpr int kNumTaskKinds = 10;
+bool is_compute(TaskKind kind);
+
+struct TimedTask {
+    TaskKind kind = TaskKind::forward;
+    int64_t index = -1;    // the microbatch (forward ... recv), the optimizer step (norm, optimizer), the evaluation
+    int64_t version = -1;  // forward, backward: the weight version used; optimizer: the version it makes
+    int64_t start_ns = 0;  // since the common origin
+    int64_t duration_ns = 0;
+    TaskKind waited_for = TaskKind::wait;  // wait: the kind of the task it waited for (index names it)
+};
+
+// The trace event of one record of stage `stage`: "F12" forward, "B3" backward, "send act 4", "recv grad 4",
+// "norm 2" and "step 2" optimizer, "eval 5", "wait recv grad 4".
+TraceEvent to_trace_event(const TimedTask& task, int stage);
+
+std::vector<double> encode_timed_tasks(const std::vector<TimedTask>& tasks);
+// std::logic_error when `values` is not what encode_timed_tasks makes.
+std::vector<TimedTask> decode_timed_tasks(const std::vector<double>& values);
+constexpr size_t kValuesPerTimedTask = 6;
+
+class StageClock {
+public:
+    using Clock = std::chrono::steady_clock;
+
+    // Times count from `origin`; with `keep_records`, every record is kept for the trace.
+    explicit StageClock(Clock::time_point origin = Clock::now(), bool keep_records = false);
+
+    int64_t now_ns() const;
+    void record(const TimedTask& task);
+
+    double busy_seconds() const { return static_cast<double>(busy_ns_) * 1e-9; }
+    const std::vector<TimedTask>& records() const { return records_; }
+
+    // Busy and wall time since the previous call (the first: since the origin), ending now.
+    struct Interval {
+        double busy_s = 0, wall_s = 0;
+    };
+    Interval take_interval();
+
+private:
+    Clock::time_point origin_;
+    bool keep_records_;
+    int64_t busy_ns_ = 0;
+    int64_t interval_start_ns_ = 0, interval_busy_start_ns_ = 0;
+    std::vector<TimedTask> records_;
+};
+
+}  // namespace nb

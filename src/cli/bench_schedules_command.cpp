@@ -1,0 +1,294 @@
+// `nobubble bench schedules`: the throughput comparison of the schedules on one config (DESIGN section 5,
+// `nobubble bench`). The same model, data, seed and tokens per step run under gpipe, 1f1b, 2bw and pipedream for
+// a fixed number of iterations, each on the pipeline executor: under mpirun one stage per rank (P = the number of
+// ranks), the real parallel measurement; without mpirun all P stages in this one process, one after another,
+// which checks the plumbing but measures no parallelism (said so in the output).
+//
+// Fair comparison (DESIGN section 2): gpipe, 1f1b and 2bw take m microbatches of B sequences per step; pipedream
+// steps on every microbatch, so it gets one microbatch of m*B sequences per step: the same tokens per step.
+//
+// Per schedule: tokens/s over the timed iterations (the first --warmup-iters are run but not timed), the bubble
+// measured by the stages themselves over those iterations (1 - sum of busy time / sum of wall time, busy = the
+// forwards, backwards and optimizer steps: pipeline/stage_clock.h), each stage's peak activation memory (live
+// stashes) and the final training loss. Printed as one table, and with --out PREFIX written as PREFIX.csv and
+// PREFIX.md.
+//   Target (the pipeline issue): on 2 ranks with m = 4, 2bw reaches >= 1.15 x the tokens/s of 1f1b (the ideal
+//   is (m + P - 1) / m = 1.25: 1f1b fills and drains the pipeline every step, 2bw only once).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "error.h"
+#include "mpi_env.h"
+#include "pipeline/pipeline_driver.h"
+#include "rng.h"
+
+namespace nb::cli {
+
+namespace {
+
+struct BenchSchedulesFlags {
+    ModelFlags model;
+    std::string data;  // empty: a synthetic corpus
+    int64_t micro_batch_size = 4;
+    int64_t num_microbatches = 4;
+    int64_t seq_length = 128;
+    int64_t iters = 12;
+    int64_t warmup_iters = 2;
+    int stages = 2;  // in one process; under mpirun the number of ranks
+    std::vector<std::string> schedules = {"gpipe", "1f1b", "2bw", "pipedream"};
+    double lr = 1e-3;
+    uint64_t seed = 1234;
+    std::string out;
+    double target = 1.15;
+};
+
+struct ScheduleResult {
+    std::string schedule;
+    int64_t micro_batch_size = 0, num_microbatches = 0;
+    double tokens_per_s = 0, bubble = 0, ms_per_iter = 0, final_loss = 0;
+    std::vector<double> act_mib;  // per stage
+};
+
+// A corpus of seeded pseudo-words (bytes are tokens), the same on every rank; each rank writes its own file.
+class SyntheticCorpus {
+public:
+    explicit SyntheticCorpus(uint64_t seed) {
+        char tmpl[] = "/tmp/nobubble_bench_corpus_XXXXXX";
+        const int fd = ::mkstemp(tmpl);
+        if (fd < 0) throw RuntimeError("bench schedules: cannot create a temporary corpus in /tmp");
+        path_ = tmpl;
+        static const char* const words[] = {"the", "pipeline", "bubble", "stage", "weights", "gradient", "of",
+                                            "a", "step", "model", "and", "microbatch", "stale", "one", "two",
+                                            "async", "flush", "loss", "token", "layer", "is", "to", "in", "it"};
+        Rng rng(seed);
+        std::string text;
+        while (text.size() < (1u << 20)) {
+            const uint64_t n = 4 + rng.below(12);
+            for (uint64_t w = 0; w < n; ++w) {
+                text += words[rng.below(std::size(words))];
+                text += w + 1 < n ? ' ' : '.';
+            }
+            text += rng.below(4) == 0 ? '\n' : ' ';
+        }
+        const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+        ::close(fd);
+        if (!ok) throw RuntimeError(fmt::format("bench schedules: cannot write the temporary corpus {}", path_));
+    }
+    ~SyntheticCorpus() { std::remove(path_.c_str()); }
+    SyntheticCorpus(const SyntheticCorpus&) = delete;
+    SyntheticCorpus& operator=(const SyntheticCorpus&) = delete;
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+};
+
+TrainOptions options_for(const BenchSchedulesFlags& f, const std::string& schedule, const std::string& data,
+                         int stages) {
+    TrainOptions o;
+    o.model = resolve_model(f.model);
+    o.data_path = data;
+    o.val_fraction = 0;  // no validation: the bench times training only
+    o.seq_length = f.seq_length;
+    o.train_iters = f.iters;
+    o.lr.lr = f.lr;
+    o.lr.decay_style = "constant";
+    o.seed = f.seed;
+    o.log_interval = f.iters;  // one progress line, to the log nobody reads
+    o.schedule = schedule;
+    o.stages = stages;
+    o.clip_scope = schedule == "2bw" || schedule == "pipedream" ? "stage" : "global";  // DESIGN section 2
+    o.micro_batch_size = f.micro_batch_size;
+    o.num_microbatches = f.num_microbatches;
+    if (schedule == "pipedream") {  // one microbatch per step, as large as the others' whole step
+        o.micro_batch_size = f.micro_batch_size * f.num_microbatches;
+        o.num_microbatches = 1;
+    }
+    return o;
+}
+
+// The timed iterations' figures from stage 0's summary.
+ScheduleResult result_of(const std::string& schedule, const TrainOptions& o, const PipelineSummary& s,
+                         int64_t warmup) {
+    ScheduleResult r;
+    r.schedule = schedule;
+    r.micro_batch_size = o.micro_batch_size;
+    r.num_microbatches = o.num_microbatches;
+    double seconds = 0, busy = 0, wall = 0;
+    for (size_t t = static_cast<size_t>(warmup); t < s.iterations.size(); ++t) {
+        const IterationTiming& it = s.iterations[t];
+        seconds += it.seconds;
+        for (size_t k = 0; k < it.busy_s.size(); ++k) busy += it.busy_s[k], wall += it.wall_s[k];
+    }
+    const auto timed = static_cast<int64_t>(s.iterations.size()) - warmup;
+    r.tokens_per_s = static_cast<double>(o.tokens_per_iter() * timed) / seconds;
+    r.ms_per_iter = 1e3 * seconds / static_cast<double>(timed);
+    r.bubble = wall > 0 ? 1.0 - busy / wall : 0.0;
+    for (const StageFinal& f : s.finals) r.act_mib.push_back(f.act_peak_bytes / (1024.0 * 1024.0));
+    r.final_loss = s.run.final_train_loss;
+    return r;
+}
+
+std::string act_list(const std::vector<double>& act, const char* sep) {
+    std::vector<std::string> parts;
+    for (double a : act) parts.push_back(fmt::format("{:.2f}", a));
+    return fmt::format("{}", fmt::join(parts, sep));
+}
+
+const ScheduleResult* find(const std::vector<ScheduleResult>& results, const std::string& name) {
+    for (const auto& r : results)
+        if (r.schedule == name) return &r;
+    return nullptr;
+}
+
+struct Report {
+    std::string title, note, table_text, ratio_line, target_line;
+};
+
+Report make_report(const BenchSchedulesFlags& f, const std::vector<ScheduleResult>& results, int stages,
+                   bool over_mpi, int64_t parameters) {
+    Report rep;
+    rep.title = fmt::format(
+        "bench schedules: model {} ({} parameters), {} stages {}, {} iterations of {} tokens ({} timed: the "
+        "first {} not), {} data",
+        f.model.preset, parameters, stages, over_mpi ? "over MPI (one rank per stage)" : "in one process",
+        f.iters, f.micro_batch_size * f.num_microbatches * f.seq_length, f.iters - f.warmup_iters, f.warmup_iters,
+        f.data.empty() ? "synthetic" : f.data);
+    if (!over_mpi)
+        rep.note = "note: in one process the stages run one after another, so tokens/s and the bubble are not a "
+                   "parallel measurement (run under mpirun -np P for that)";
+    std::string& t = rep.table_text;
+    t += fmt::format("{:<10} {:>14} {:>10} {:>9} {:>9}  {:<22} {:>10}\n", "schedule", "m x B", "tokens/s",
+                     "ms/iter", "bubble", "peak act MiB per stage", "final loss");
+    for (const auto& r : results)
+        t += fmt::format("{:<10} {:>14} {:>10.0f} {:>9.1f} {:>8.1f}%  {:<22} {:>10.4f}\n", r.schedule,
+                         fmt::format("{} x {}", r.num_microbatches, r.micro_batch_size), r.tokens_per_s,
+                         r.ms_per_iter, 100 * r.bubble, act_list(r.act_mib, " "), r.final_loss);
+    const ScheduleResult *two_bw = find(results, "2bw"), *one_f_one_b = find(results, "1f1b");
+    if (two_bw && one_f_one_b) {
+        const double ratio = two_bw->tokens_per_s / one_f_one_b->tokens_per_s;
+        const double ideal = static_cast<double>(f.num_microbatches + stages - 1) / static_cast<double>(f.num_microbatches);
+        rep.ratio_line = fmt::format("2bw / 1f1b tokens/s: {:.3f} (ideal (m + P - 1) / m = {:.3f})", ratio, ideal);
+        rep.target_line = fmt::format("target: 2bw >= {:.2f} x 1f1b tokens/s: measured {:.3f} = {:.2f} x target",
+                                      f.target, ratio, ratio / f.target);
+    }
+    return rep;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+    std::FILE* file = std::fopen(path.c_str(), "w");
+    if (!file) throw RuntimeError(fmt::format("--out: cannot write '{}'", path));
+    const bool ok = std::fwrite(text.data(), 1, text.size(), file) == text.size();
+    if (std::fclose(file) != 0 || !ok) throw RuntimeError(fmt::format("--out: write to '{}' failed", path));
+}
+
+void write_outputs(const std::string& prefix, const Report& rep, const std::vector<ScheduleResult>& results,
+                   int stages) {
+    std::string csv = "schedule,num_microbatches,micro_batch_size,tokens_per_s,ms_per_iter,bubble_pct";
+    for (int s = 0; s < stages; ++s) csv += fmt::format(",act_mib_stage{}", s);
+    csv += ",final_loss\n";
+    for (const auto& r : results) {
+        csv += fmt::format("{},{},{},{:.1f},{:.3f},{:.2f}", r.schedule, r.num_microbatches, r.micro_batch_size,
+                           r.tokens_per_s, r.ms_per_iter, 100 * r.bubble);
+        for (double a : r.act_mib) csv += fmt::format(",{:.3f}", a);
+        csv += fmt::format(",{:.6f}\n", r.final_loss);
+    }
+    write_file(prefix + ".csv", csv);
+
+    std::string md = rep.title + "\n\n";
+    if (!rep.note.empty()) md += rep.note + "\n\n";
+    md += "| schedule | microbatches x sequences | tokens/s | ms/iter | bubble | peak act MiB per stage | final loss |\n";
+    md += "|---|---|---:|---:|---:|---|---:|\n";
+    for (const auto& r : results)
+        md += fmt::format("| {} | {} x {} | {:.0f} | {:.1f} | {:.1f}% | {} | {:.4f} |\n", r.schedule,
+                          r.num_microbatches, r.micro_batch_size, r.tokens_per_s, r.ms_per_iter, 100 * r.bubble,
+                          act_list(r.act_mib, " / "), r.final_loss);
+    if (!rep.ratio_line.empty()) md += "\n" + rep.ratio_line + "\n\n" + rep.target_line + "\n";
+    write_file(prefix + ".md", md);
+}
+
+void validate(const BenchSchedulesFlags& f) {
+    if (f.iters <= f.warmup_iters || f.warmup_iters < 0)
+        throw UsageError(fmt::format("--iters {} must exceed --warmup-iters {} (>= 0)", f.iters, f.warmup_iters));
+    if (f.schedules.empty()) throw UsageError("--schedules: give at least one schedule");
+    if (!f.out.empty()) {
+        const std::filesystem::path parent = std::filesystem::path(f.out).parent_path();
+        if (!parent.empty() && !std::filesystem::is_directory(parent))
+            throw UsageError(fmt::format("--out '{}': no directory '{}'", f.out, parent.string()));
+    }
+}
+
+int run_bench_schedules(const BenchSchedulesFlags& f) {
+    validate(f);
+    const int world = mpi_world_size();
+    const bool over_mpi = world > 1;
+    const int stages = over_mpi ? world : f.stages;
+    // Every option is checked before anything runs (the same UsageError on every rank).
+    for (const auto& s : f.schedules) make_pipeline_setup(options_for(f, s, f.data.empty() ? "-" : f.data, stages));
+
+    std::unique_ptr<SyntheticCorpus> corpus;
+    if (f.data.empty()) corpus = std::make_unique<SyntheticCorpus>(f.seed);
+    const std::string data = corpus ? corpus->path() : f.data;
+    std::FILE* quiet = std::fopen("/dev/null", "w");
+    if (!quiet) throw RuntimeError("bench schedules: cannot open /dev/null");
+    std::vector<ScheduleResult> results;
+    int64_t parameters = 0;
+    for (const auto& s : f.schedules) {
+        const TrainOptions o = options_for(f, s, data, stages);
+        const std::optional<PipelineSummary> summary = run_pipeline_training(o, quiet);
+        if (!summary) continue;  // not stage 0
+        results.push_back(result_of(s, o, *summary, f.warmup_iters));
+        if (parameters == 0)
+            for (const ParamLayout& l : make_pipeline_setup(o).layouts) parameters += l.total_numel();
+    }
+    std::fclose(quiet);
+    if (mpi_world_rank() != 0) return 0;
+
+    const Report rep = make_report(f, results, stages, over_mpi, parameters);
+    fmt::print("{}\n", rep.title);
+    if (!rep.note.empty()) fmt::print("{}\n", rep.note);
+    fmt::print("{}", rep.table_text);
+    if (!rep.ratio_line.empty()) fmt::print("{}\n{}\n", rep.ratio_line, rep.target_line);
+    if (!f.out.empty()) {
+        write_outputs(f.out, rep, results, stages);
+        fmt::print("wrote {0}.csv and {0}.md\n", f.out);
+    }
+    return 0;
+}
+
+}  // namespace
+
+Command add_bench_schedules_command(CLI::App& bench) {
+    auto f = std::make_shared<BenchSchedulesFlags>();
+    auto* sub = bench.add_subcommand(
+        "schedules", "Tokens/s, measured bubble, activation memory and loss of every schedule on one config "
+                     "(under mpirun: one stage per rank)");
+    add_model_flags(*sub, f->model);
+    sub->add_option("--data", f->data, "Training data (default: a synthetic corpus)");
+    sub->add_option("--micro-batch-size", f->micro_batch_size, "Sequences per microbatch (pipedream: x m)")
+        ->capture_default_str();
+    sub->add_option("--num-microbatches", f->num_microbatches, "Microbatches per step m (pipedream: 1)")
+        ->capture_default_str();
+    sub->add_option("--seq-length", f->seq_length, "Tokens per sequence")->capture_default_str();
+    sub->add_option("--iters,--train-iters", f->iters, "Iterations per schedule")->capture_default_str();
+    sub->add_option("--warmup-iters", f->warmup_iters, "First iterations run but not timed")->capture_default_str();
+    sub->add_option("--stages", f->stages, "Pipeline stages in one process (under mpirun: the number of ranks)")
+        ->capture_default_str();
+    sub->add_option("--schedules", f->schedules, "Schedules to run, in order")->delimiter(',')->capture_default_str();
+    sub->add_option("--lr", f->lr, "Learning rate (constant)")->capture_default_str();
+    sub->add_option("--seed", f->seed, "Seed for weights, data order and the synthetic corpus")->capture_default_str();
+    sub->add_option("--out", f->out, "Also write the table as PREFIX.csv and PREFIX.md");
+    sub->add_option("--target", f->target, "Target ratio of 2bw to 1f1b tokens/s")->capture_default_str();
+    return {sub, [f] { return run_bench_schedules(*f); }};
+}
+
+}  // namespace nb::cli

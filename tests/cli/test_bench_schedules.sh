@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# `nobubble bench schedules` on a very small model (the figures themselves are the benchmark's business, not a
+# test's): in one process and under mpirun -np 2 it prints one row per schedule with tokens/s, bubble, peak
+# activation MiB per stage and final loss, the 2bw / 1f1b ratio and the target line, and writes the same table
+# as PREFIX.csv and PREFIX.md. Pipedream runs one microbatch of m x B sequences (the same tokens per step), and
+# the schedules' losses are those of `nobubble train` with the same settings. Bad flags are usage errors.
+source "$(dirname "$0")/lib.sh"
+MODEL=(--num-layers 2 --hidden-size 64 --ffn-hidden-size 96 --num-attention-heads 4 --num-query-groups 2)
+B=(bench schedules "${MODEL[@]}" --micro-batch-size 2 --seq-length 32 --num-microbatches 4 --iters 3 --warmup-iters 1)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+# check_outputs NAME LOG PREFIX: the table, the ratio and target lines, the CSV and the markdown.
+check_outputs() {
+  local name=$1 log=$2 prefix=$3
+  local rows
+  rows=$(grep -cE '^(gpipe|1f1b|2bw|pipedream) +[0-9]+ x [0-9]+ +[0-9]+ +[0-9.]+ +-?[0-9.]+% +[0-9.]+ [0-9.]+ +[0-9.]+$' "$log")
+  [ "$rows" = 4 ] && grep -qE '^pipedream +1 x 8 ' "$log" && grep -qE '^2bw +4 x 2 ' "$log" \
+    && pass "$name: 4 rows, pipedream 1 x 8 against 4 x 2" || fail "$name: table: $(cat "$log")"
+  grep -qE '^2bw / 1f1b tokens/s: [0-9.]+ \(ideal \(m \+ P - 1\) / m = 1.250\)$' "$log" \
+    && grep -qE '^target: 2bw >= 1.15 x 1f1b tokens/s: measured [0-9.]+ = [0-9.]+ x target$' "$log" \
+    && pass "$name: ratio and target lines" || fail "$name: ratio/target: $(tail -n 4 "$log")"
+  [ "$(head -n 1 "$prefix.csv")" = "schedule,num_microbatches,micro_batch_size,tokens_per_s,ms_per_iter,bubble_pct,act_mib_stage0,act_mib_stage1,final_loss" ] \
+    && [ "$(wc -l <"$prefix.csv")" = 5 ] && [ "$(cut -d, -f1 "$prefix.csv" | tail -n 4 | tr '\n' ' ')" = "gpipe 1f1b 2bw pipedream " ] \
+    && pass "$name: CSV" || fail "$name: CSV: $(cat "$prefix.csv")"
+  [ "$(grep -c '^| ' "$prefix.md")" = 5 ] && grep -q '^target: 2bw >= 1.15' "$prefix.md" \
+    && pass "$name: markdown" || fail "$name: markdown: $(cat "$prefix.md")"
+}
+
+timeout -k 5 60 "$NB" "${B[@]}" --out "$WORK/inproc" >"$WORK/inproc.log" 2>&1 || fail "in-process bench: $(cat "$WORK/inproc.log")"
+grep -q '^bench schedules: .* 2 stages in one process' "$WORK/inproc.log" \
+  && grep -q '^note: in one process the stages run one after another' "$WORK/inproc.log" \
+  && pass "in one process: says the figures are not a parallel measurement" || fail "in-process header: $(head -n 3 "$WORK/inproc.log")"
+check_outputs "in one process" "$WORK/inproc.log" "$WORK/inproc"
+
+# The 2bw row's loss is `train`'s with the same settings (the synthetic corpus is not a file the test has, so
+# compare on a given --data).
+make_corpus "$WORK/corpus.txt"
+timeout -k 5 60 "$NB" "${B[@]}" --schedules 2bw --data "$WORK/corpus.txt" >"$WORK/data.log" 2>&1 || fail "bench --data: $(cat "$WORK/data.log")"
+timeout -k 5 60 "$NB" train --data "$WORK/corpus.txt" --model tiny "${MODEL[@]}" --micro-batch-size 2 --seq-length 32 \
+  --num-microbatches 4 --train-iters 3 --schedule 2bw --stages 2 --lr 1e-3 --lr-decay-style constant --val-fraction 0 \
+  --log-interval 1 >"$WORK/train.log" 2>&1 || fail "train: $(cat "$WORK/train.log")"
+want=$(grep '^step      3/3' "$WORK/train.log" | sed 's/.*| loss \([0-9.]*\) .*/\1/')
+got=$(grep -E '^2bw ' "$WORK/data.log" | awk '{print $NF}')
+[ -n "$want" ] && [ "$got" = "$want" ] && pass "2bw's final loss $got is train's" || fail "bench loss '$got', train's '$want'"
+
+if command -v mpirun >/dev/null && ldd "$NB" 2>/dev/null | grep -q libmpi; then
+  timeout -k 5 60 mpirun --oversubscribe -np 2 "$NB" "${B[@]}" --out "$WORK/mpi" >"$WORK/mpi.log" 2>&1 \
+    || fail "mpirun bench: $(cat "$WORK/mpi.log")"
+  grep -q '^bench schedules: .* 2 stages over MPI (one rank per stage)' "$WORK/mpi.log" && ! grep -q '^note:' "$WORK/mpi.log" \
+    && pass "under mpirun: one rank per stage" || fail "mpirun header: $(head -n 3 "$WORK/mpi.log")"
+  check_outputs "under mpirun" "$WORK/mpi.log" "$WORK/mpi"
+else
+  echo "skip: nobubble is built without MPI or mpirun is missing: no mpirun bench"
+fi
+
+expect_error 2 "iters 2 must exceed --warmup-iters 2" "$NB" "${B[@]}" --iters 2 --warmup-iters 2
+expect_error 2 "out '$WORK/no/dir/x': no directory" "$NB" "${B[@]}" --out "$WORK/no/dir/x"
+expect_error 2 "schedule" "$NB" "${B[@]}" --schedules 1f1b,bogus
+expect_error 2 "2bw needs --num-microbatches >= the number of stages" "$NB" "${B[@]}" --num-microbatches 1
+finish
