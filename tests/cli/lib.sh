@@ -36,6 +36,20 @@ make_corpus() {
   for i in $(seq 1 400); do echo "line $i: the quick brown fox jumps over the lazy dog $((i * 7919 % 1000))"; done >"$out"
 }
 
+# MPI as root (more ranks than cores need --oversubscribe on the command line).
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+# HAVE_MPI=1 when this nobubble can run under mpirun (built with MPI, and mpirun is present).
+HAVE_MPI=0
+if command -v mpirun >/dev/null && ldd "$NB" 2>/dev/null | grep -q libmpi; then HAVE_MPI=1; fi
+
+# run_logged SECONDS NAME COMMAND...: runs COMMAND with a time limit, its output in $WORK/NAME.log; a non-zero
+# exit is a failed check.
+run_logged() {
+  local seconds=$1 name=$2
+  shift 2
+  timeout -k 5 "$seconds" "$@" >"$WORK/$name.log" 2>&1 || fail "$name exited non-zero: $(tail -n 3 "$WORK/$name.log")"
+}
+
 hash_of() { grep '^final weights sha256 ' "$1" | awk '{print $4}'; }
 
 finish() {

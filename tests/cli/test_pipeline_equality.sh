@@ -11,16 +11,9 @@ source "$(dirname "$0")/lib.sh"
 make_corpus "$WORK/corpus.txt"
 FLAGS=(--data "$WORK/corpus.txt" "${TINY_FLAGS[@]}" --num-layers 5 --untie-embeddings-and-output-weights
        --log-interval 100 --train-iters 6)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-HAVE_MPI=0
-if command -v mpirun >/dev/null && ldd "$NB" 2>/dev/null | grep -q libmpi; then HAVE_MPI=1; else
-  echo "skip: nobubble is built without MPI or mpirun is missing: in-process runs only"; fi
+[ "$HAVE_MPI" = 1 ] || echo "skip: nobubble is built without MPI or mpirun is missing: in-process runs only"
 
-run() {  # run NAME COMMAND...: the log lands in $WORK/NAME.log
-  local name=$1
-  shift
-  timeout -k 5 120 "$@" >"$WORK/$name.log" 2>&1 || fail "$name exited non-zero: $(tail -n 3 "$WORK/$name.log")"
-}
+run() { run_logged 120 "$@"; }  # run NAME COMMAND...: the log lands in $WORK/NAME.log
 val_of() { grep '^final val_loss ' "$1"; }
 opt_of() { grep '^final optimizer state sha256 ' "$1" | awk '{print $5}'; }
 versions_of() { grep '^weight versions held at most' "$1"; }

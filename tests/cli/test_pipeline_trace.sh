@@ -13,16 +13,9 @@ CHECK="$(dirname "$0")/check_trace.py"
 PY=/usr/bin/python3
 FLAGS=(--data "$WORK/corpus.txt" "${TINY_FLAGS[@]}" --num-layers 3 --untie-embeddings-and-output-weights
        --train-iters 4 --num-microbatches 4 --log-interval 2)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-HAVE_MPI=0
-if command -v mpirun >/dev/null && ldd "$NB" 2>/dev/null | grep -q libmpi; then HAVE_MPI=1; else
-  echo "skip: nobubble is built without MPI or mpirun is missing: in-process runs only"; fi
+[ "$HAVE_MPI" = 1 ] || echo "skip: nobubble is built without MPI or mpirun is missing: in-process runs only"
 
-run() {  # run NAME COMMAND...: the log lands in $WORK/NAME.log
-  local name=$1
-  shift
-  timeout -k 5 60 "$@" >"$WORK/$name.log" 2>&1 || fail "$name exited non-zero: $(tail -n 3 "$WORK/$name.log")"
-}
+run() { run_logged 60 "$@"; }  # run NAME COMMAND...: the log lands in $WORK/NAME.log
 opt_of() { grep '^final optimizer state sha256 ' "$1" | awk '{print $5}'; }
 same_result() {  # same_result NAME WANT_LOG GOT_LOG
   if [ -n "$(hash_of "$2")" ] && [ "$(hash_of "$3")" = "$(hash_of "$2")" ] && [ "$(opt_of "$3")" = "$(opt_of "$2")" ]; then
