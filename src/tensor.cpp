@@ -78,34 +78,20 @@ struct Tensor::Storage {
     Storage& operator=(const Storage&) = delete;
 };
 
-namespace {
-
-void check_dims(const Shape& shape) {
+Tensor Tensor::allocate(const Shape& shape, DType dtype, Device device, bool clear) {
     for (int64_t d : shape)
         if (d < 0) throw std::invalid_argument("Tensor: negative dimension in " + shape_string(shape));
-}
-
-}  // namespace
-
-Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
-    check_dims(shape);
     Tensor t;
     t.shape_ = shape;
     t.dtype_ = dtype;
     t.device_ = device;
-    t.storage_ = std::make_shared<Storage>(t.bytes(), device, /*clear=*/true);
+    t.storage_ = std::make_shared<Storage>(t.bytes(), device, clear);
     return t;
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-    check_dims(shape);
-    Tensor t;
-    t.shape_ = shape;
-    t.dtype_ = dtype;
-    t.device_ = device;
-    t.storage_ = std::make_shared<Storage>(t.bytes(), device, /*clear=*/false);
-    return t;
-}
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) { return allocate(shape, dtype, device, true); }
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) { return allocate(shape, dtype, device, false); }
 
 int64_t Tensor::dim(int i) const {
     int r = rank();

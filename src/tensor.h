@@ -74,6 +74,7 @@ private:
     Shape shape_;
     DType dtype_ = DType::f32;
     Device device_ = Device::cpu;
+    static Tensor allocate(const Shape& shape, DType dtype, Device device, bool clear);
     void* raw() const;
     void* host_raw(const char* accessor) const;
 };

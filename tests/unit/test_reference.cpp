@@ -16,6 +16,7 @@
 #include "model/config.h"
 #include "pipeline/reference.h"
 #include "pipeline/weight_history.h"
+#include "pipeline_test_util.h"
 #include "trainer.h"
 
 using nb::TensorSet;
@@ -23,6 +24,10 @@ using nb::TrainOptions;
 using nb::WeightHistory;
 using nb::reference::Schedule;
 using nb::reference::weight_version;
+using nb::test::NullLog;
+using nb::test::pipeline_run;
+using nb::test::TempDir;
+using nb::test::write_corpus;
 
 namespace {
 
@@ -46,57 +51,11 @@ std::vector<int64_t> versions_of_stage(Schedule schedule, int s, int p, int64_t 
 
 // ---- a small run ----
 
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/nb_test_reference_XXXXXX";
-        REQUIRE(::mkdtemp(tmpl) != nullptr);
-        path = tmpl;
-    }
-    ~TempDir() { std::filesystem::remove_all(path); }
-    std::string file(const std::string& name) const { return path + "/" + name; }
-};
-
-// The command-line tests' corpus (tests/cli/lib.sh), a few hundred short lines of bytes.
-std::string write_corpus(const TempDir& dir) {
-    const std::string path = dir.file("corpus.txt");
-    std::ofstream out(path);
-    for (int i = 1; i <= 400; ++i)
-        out << "line " << i << ": the quick brown fox jumps over the lazy dog " << (i * 7919 % 1000) << "\n";
-    REQUIRE(out.good());
-    return path;
-}
-
 // 5 blocks (so 2, 3 and 4 stages cut unevenly), hidden 64, 2 sequences of 32 tokens, untied.
 TrainOptions small_run(const std::string& data, const std::string& schedule, int stages, int64_t m,
                        int64_t iterations) {
-    TrainOptions o;
-    o.model = nb::model_preset("tiny");
-    o.model.num_layers = 5;
-    o.model.hidden_size = 64;
-    o.model.ffn_hidden_size = 96;
-    o.model.num_heads = 4;
-    o.model.num_kv_heads = 2;
-    o.model.tie_embeddings = false;
-    o.data_path = data;
-    o.micro_batch_size = 2;
-    o.seq_length = 32;
-    o.num_microbatches = m;
-    o.train_iters = iterations;
-    o.lr.lr = 1e-3;
-    o.eval_iters = 1;
-    o.log_interval = 1000;
-    o.schedule = schedule;
-    o.stages = stages;
-    o.clip_scope = schedule == "2bw" || schedule == "pipedream" ? "stage" : "global";
-    return o;
+    return pipeline_run(data, schedule, stages, m, iterations, {5, 64, 96, 32});
 }
-
-// Runs with the progress lines thrown away.
-struct NullLog {
-    std::FILE* f = std::fopen("/dev/null", "w");
-    ~NullLog() { std::fclose(f); }
-};
 
 nb::reference::ReferenceSummary run_quietly(const TrainOptions& o) {
     NullLog log;

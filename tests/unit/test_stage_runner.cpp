@@ -22,62 +22,25 @@
 #include "pipeline/pipeline_setup.h"
 #include "pipeline/reference.h"
 #include "pipeline/weight_versions.h"
+#include "pipeline_test_util.h"
 
 using nb::ActionType;
 using nb::Channel;
 using nb::PipelineSetup;
 using nb::TrainOptions;
+using nb::test::NullLog;
+using nb::test::pipeline_run;
+using nb::test::TempDir;
+using nb::test::write_corpus;
 
 namespace {
 
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/nb_test_stage_runner_XXXXXX";
-        REQUIRE(::mkdtemp(tmpl) != nullptr);
-        path = tmpl;
-    }
-    ~TempDir() { std::filesystem::remove_all(path); }
-};
-
-std::string write_corpus(const TempDir& dir) {
-    const std::string path = dir.path + "/corpus.txt";
-    std::ofstream out(path);
-    for (int i = 1; i <= 400; ++i)
-        out << "line " << i << ": the quick brown fox jumps over the lazy dog " << (i * 7919 % 1000) << "\n";
-    REQUIRE(out.good());
-    return path;
-}
-
 // A tiny model of 3 blocks (3 stages: one block each; 2 stages: cut unevenly), untied; 6 iterations.
 TrainOptions tiny_run(const std::string& data, const std::string& schedule, int stages, int64_t m) {
-    TrainOptions o;
-    o.model = nb::model_preset("tiny");
-    o.model.num_layers = 3;
-    o.model.hidden_size = 32;
-    o.model.ffn_hidden_size = 48;
-    o.model.num_heads = 4;
-    o.model.num_kv_heads = 2;
-    o.model.tie_embeddings = false;
-    o.data_path = data;
-    o.micro_batch_size = 2;
-    o.seq_length = 16;
-    o.num_microbatches = m;
-    o.train_iters = 6;
-    o.lr.lr = 1e-3;
-    o.eval_iters = 1;
+    TrainOptions o = pipeline_run(data, schedule, stages, m, 6, {3, 32, 48, 16});
     o.eval_interval = 3;
-    o.log_interval = 1000;
-    o.schedule = schedule;
-    o.stages = stages;
-    o.clip_scope = schedule == "2bw" || schedule == "pipedream" ? "stage" : "global";
     return o;
 }
-
-struct NullLog {
-    std::FILE* f = std::fopen("/dev/null", "w");
-    ~NullLog() { std::fclose(f); }
-};
 
 nb::PipelineSummary run_pipeline(const PipelineSetup& setup) {
     NullLog log;
