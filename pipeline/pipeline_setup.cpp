@@ -9,27 +9,6 @@ namespace nb {
 
 namespace {
 
-// The learning-rate schedule counts optimizer steps; TrainOptions::validate checks it against --train-iters,
-// which are iterations. Check it against the steps instead.
-void validate_counted_in_steps(const TrainOptions& o, const ScheduleSpec& spec) {
-    TrainOptions counted = o;
-    if (o.train_iters > 0 && o.num_microbatches > 0) counted.train_iters = spec.optimizer_steps();
-    counted.validate();
-}
-
-void check_clip_scope(const TrainOptions& o, ScheduleKind kind) {
-    if (o.clip_scope != "global" && o.clip_scope != "stage")
-        throw UsageError(fmt::format("--clip-scope '{}' is not one of: global, stage", o.clip_scope));
-    const bool asynchronous = is_asynchronous(kind);
-    const char* wanted = asynchronous ? "stage" : "global";
-    if (o.clip_scope != wanted)
-        throw UsageError(fmt::format("--clip-scope {} does not fit --schedule {}: {} (--clip-scope {})", o.clip_scope,
-                                     o.schedule,
-                                     asynchronous ? "an asynchronous schedule clips each stage by its own norm"
-                                                  : "a synchronous schedule clips by the global norm",
-                                     wanted));
-}
-
 void check_fault_flags(const TrainOptions& o) {
     if ((o.fail_at_step >= 0) != (o.fail_rank >= 0))
         throw UsageError("--fail-at-step and --fail-rank go together (test-only fault injection)");
@@ -46,13 +25,11 @@ PipelineSetup make_pipeline_setup(const TrainOptions& o) {
     setup.spec.stages = o.stages;
     setup.spec.microbatches = o.num_microbatches;
     setup.spec.steps = o.train_iters;
-    validate_counted_in_steps(o, setup.spec);  // the flags themselves first: --data, shapes, lr...
+    o.validate_counting_steps(setup.spec.kind == ScheduleKind::pipedream);  // the flags first: --data, shapes, lr...
     if (o.stages < 1) throw UsageError(fmt::format("--stages must be positive, got {}", o.stages));
     setup.cut = partition_model(o.model, o.stages);  // more stages than layers
     setup.spec.validate();                           // 2bw with m < P
-    check_clip_scope(o, setup.spec.kind);
-    if (o.model.tie_embeddings && o.stages > 1)
-        throw UsageError("tied embeddings across stages are not built yet: use --untie-embeddings-and-output-weights");
+    o.validate_clip_scope_and_ties(is_asynchronous(setup.spec.kind));
     check_fault_flags(o);
     setup.plans = build_schedule(setup.spec);
     for (const StageSpec& spec : setup.cut) setup.layouts.push_back(StageModel(o.model, spec).layout());

@@ -56,26 +56,12 @@ int64_t weight_version(Schedule schedule, int stage, int num_stages, int64_t ste
 void validate_options(const TrainOptions& o) {
     const Schedule schedule = parse_schedule(o.schedule);
     // The LR schedule counts optimizer steps, which pipedream makes m per iteration: check it against those.
-    TrainOptions counted_in_steps = o;
-    if (o.train_iters > 0 && o.num_microbatches > 0)
-        counted_in_steps.train_iters = optimizer_steps(schedule, o.train_iters, o.num_microbatches);
-    counted_in_steps.validate();
+    o.validate_counting_steps(schedule == Schedule::pipedream);
     partition_model(o.model, o.stages);  // --stages in [1, layers]
     if (schedule == Schedule::two_bw && o.num_microbatches < o.stages)
         throw UsageError(fmt::format("--schedule 2bw needs --num-microbatches >= --stages, got {} < {}",
                                      o.num_microbatches, o.stages));
-    if (o.clip_scope != "global" && o.clip_scope != "stage")
-        throw UsageError(fmt::format("--clip-scope '{}' is not one of: global, stage", o.clip_scope));
-    const bool asynchronous = is_asynchronous(schedule);
-    const std::string wanted = asynchronous ? "stage" : "global";
-    if (o.clip_scope != wanted)
-        throw UsageError(fmt::format("--clip-scope {} does not fit --schedule {}: {} (--clip-scope {})", o.clip_scope,
-                                     o.schedule,
-                                     asynchronous ? "an asynchronous schedule clips each stage by its own norm"
-                                                  : "a synchronous schedule clips by the global norm",
-                                     wanted));
-    if (o.model.tie_embeddings && o.stages > 1)
-        throw UsageError("tied embeddings across stages are not built yet: use --untie-embeddings-and-output-weights");
+    o.validate_clip_scope_and_ties(is_asynchronous(schedule));
     if (!o.trace_path.empty())
         throw UsageError("--trace: the reference runs no pipeline to trace (it is a flag of train)");
 }

@@ -34,4 +34,25 @@ void TrainOptions::validate() const {
     adamw.validate();
 }
 
+void TrainOptions::validate_counting_steps(bool one_step_per_microbatch) const {
+    TrainOptions counted = *this;
+    if (one_step_per_microbatch && train_iters > 0 && num_microbatches > 0)
+        counted.train_iters = train_iters * num_microbatches;
+    counted.validate();
+}
+
+void TrainOptions::validate_clip_scope_and_ties(bool asynchronous_schedule) const {
+    if (clip_scope != "global" && clip_scope != "stage")
+        throw UsageError(fmt::format("--clip-scope '{}' is not one of: global, stage", clip_scope));
+    const char* wanted = asynchronous_schedule ? "stage" : "global";
+    if (clip_scope != wanted)
+        throw UsageError(fmt::format("--clip-scope {} does not fit --schedule {}: {} (--clip-scope {})", clip_scope,
+                                     schedule,
+                                     asynchronous_schedule ? "an asynchronous schedule clips each stage by its own norm"
+                                                           : "a synchronous schedule clips by the global norm",
+                                     wanted));
+    if (model.tie_embeddings && stages > 1)
+        throw UsageError("tied embeddings across stages are not built yet: use --untie-embeddings-and-output-weights");
+}
+
 }  // namespace nb

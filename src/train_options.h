@@ -47,6 +47,12 @@ struct TrainOptions {
     int64_t tokens_per_iter() const { return micro_batch_size * num_microbatches * seq_length; }
     // Throws UsageError naming the flag for impossible values (the model validates itself).
     void validate() const;
+    // validate(), with the LR schedule's iteration flags counted in optimizer steps: one per iteration, or one
+    // per microbatch (pipedream). How `train` and `reference` check a pipeline run's flags.
+    void validate_counting_steps(bool one_step_per_microbatch) const;
+    // The pipeline's own rules, shared by `train` and `reference`: a clip scope that fits the schedule
+    // (asynchronous: per stage; synchronous: global) and no tied embeddings across stages.
+    void validate_clip_scope_and_ties(bool asynchronous_schedule) const;
 };
 
 }  // namespace nb
