@@ -25,11 +25,14 @@ PipelineSetup make_pipeline_setup(const TrainOptions& o) {
     setup.spec.stages = o.stages;
     setup.spec.microbatches = o.num_microbatches;
     setup.spec.steps = o.train_iters;
+    setup.spec.sync_start = o.sync_start;
+    setup.spec.sync_cooldown = o.sync_cooldown;
     o.validate_counting_steps(setup.spec.kind == ScheduleKind::pipedream);  // the flags first: --data, shapes, lr...
     if (o.stages < 1) throw UsageError(fmt::format("--stages must be positive, got {}", o.stages));
     setup.cut = partition_model(o.model, o.stages);  // more stages than layers
     setup.spec.validate();                           // 2bw with m < P
     o.validate_clip_scope_and_ties(is_asynchronous(setup.spec.kind));
+    o.validate_delay_mitigations(setup.spec.optimizer_steps());
     check_fault_flags(o);
     setup.plans = build_schedule(setup.spec);
     for (const StageSpec& spec : setup.cut) setup.layouts.push_back(StageModel(o.model, spec).layout());

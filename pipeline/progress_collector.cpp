@@ -10,6 +10,7 @@
 
 #include "model/partition.h"
 #include "optim/grad_clip.h"
+#include "optim/stage_optimizer.h"
 #include "pipeline/state_hash.h"
 #include "pipeline/trace.h"
 #include "train_data.h"
@@ -166,7 +167,8 @@ void ProgressCollector::post_final_receives() {
         final_weights_.emplace_back(static_cast<size_t>(layout.size()));
         for (int i = 0; i < layout.size(); ++i)
             transport_.post_recv(s, {Channel::final_weights, i}, layout[i].shape, DType::f32);
-        const std::vector<Shape> state_shapes = optimizer_state_shapes(layout);
+        const std::vector<Shape> state_shapes = stage_optimizer_state_shapes(
+            setup_.options.optimizer, setup_.options.delay_fix, layout, setup_.options.lr.lr);
         final_state_.emplace_back(state_shapes.size());
         for (size_t i = 0; i < state_shapes.size(); ++i)
             transport_.post_recv(s, {Channel::final_optimizer, static_cast<int64_t>(i)}, state_shapes[i], DType::f32);

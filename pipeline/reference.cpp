@@ -13,7 +13,7 @@
 #include "model/partition.h"
 #include "model/stage_model.h"
 #include "model_step.h"
-#include "optim/adamw.h"
+#include "optim/stage_optimizer.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
 #include "pipeline/state_hash.h"
@@ -43,12 +43,17 @@ int64_t optimizer_steps(Schedule schedule, int64_t iterations, int64_t microbatc
     return iterations * microbatches / microbatches_per_step(schedule, microbatches);
 }
 
-int64_t weight_version(Schedule schedule, int stage, int num_stages, int64_t step) {
+bool is_synchronous_step(Schedule schedule, int64_t step, const SyncSteps& sync) {
+    if (!is_asynchronous(schedule)) return true;
+    return step < sync.start || (sync.cooldown > 0 && step >= sync.total - sync.cooldown);
+}
+
+int64_t weight_version(Schedule schedule, int stage, int num_stages, int64_t step, const SyncSteps& sync) {
+    if (is_synchronous_step(schedule, step, sync)) return step;
     switch (schedule) {
-        case Schedule::gpipe:
-        case Schedule::one_f_one_b: return step;
         case Schedule::two_bw: return std::max<int64_t>(step - 1, 0);
-        case Schedule::pipedream: return std::max<int64_t>(0, step - (num_stages - 1 - stage));
+        case Schedule::pipedream: return std::max<int64_t>(sync.start, step - (num_stages - 1 - stage));
+        default: break;
     }
     throw std::logic_error("weight_version: unknown schedule");
 }
@@ -62,6 +67,7 @@ void validate_options(const TrainOptions& o) {
         throw UsageError(fmt::format("--schedule 2bw needs --num-microbatches >= --stages, got {} < {}",
                                      o.num_microbatches, o.stages));
     o.validate_clip_scope_and_ties(is_asynchronous(schedule));
+    o.validate_delay_mitigations(optimizer_steps(schedule, o.train_iters, o.num_microbatches));
     if (!o.trace_path.empty())
         throw UsageError("--trace: the reference runs no pipeline to trace (it is a flag of train)");
 }
@@ -80,13 +86,13 @@ struct Stage {
     StageModel model;
     TensorSet master;
     TensorSet grads;
-    AdamW optimizer;
+    StageOptimizer optimizer;
 
     Stage(const TrainOptions& o, const StageSpec& spec, Device device)
         : model(o.model, spec),
           master(model.init_weights(o.seed).to(device)),  // per parameter name: the same values for any cut
           grads(TensorSet::zeros(model.layout(), DType::f32, device)),
-          optimizer(model.layout(), o.adamw, device) {}
+          optimizer(o.optimizer, o.delay_fix, model.layout(), o.lr.lr, device) {}
 };
 
 std::vector<std::unique_ptr<Stage>> make_stages(const TrainOptions& o, Device device) {
@@ -185,9 +191,10 @@ public:
         : o_(o),
           ops_(ops),
           schedule_(parse_schedule(o.schedule)),
+          sync_{o.sync_start, o.sync_cooldown, optimizer_steps(schedule_, o.train_iters, o.num_microbatches)},
           stages_(make_stages(o, ops.device())),
           history_(o.stages),
-          lr_(o.lr, optimizer_steps(schedule_, o.train_iters, o.num_microbatches)),
+          lr_(o.lr, sync_.total),
           reader_(o) {
         for (int s = 0; s < num_stages(); ++s) history_.add(s, 0, compute_snapshot(ops_, stage(s).master));
     }
@@ -223,7 +230,7 @@ private:
         std::vector<const TensorSet*> weights;
         for (int s = 0; s < num_stages(); ++s) {
             stage(s).grads.zero();
-            weights.push_back(&history_.at(s, weight_version(schedule_, s, num_stages(), step)));
+            weights.push_back(&history_.at(s, version_of(s, step)));
         }
         StepResult r;
         for (int64_t i = 0; i < microbatches; ++i)
@@ -233,9 +240,13 @@ private:
                 for (auto& g : st->grads.tensors) ops_.scale_inplace(g, 1.0f / static_cast<float>(microbatches));
         r.grad_norm = clip_gradients(ops_, stages_, o_);
         r.lr = lr_.lr_at(step);
+        const bool asynchronous = !is_synchronous_step(schedule_, step, sync_);
         for (int s = 0; s < num_stages(); ++s) {
             Stage& st = stage(s);
-            st.optimizer.step(ops_, st.model.layout(), st.master, st.grads, static_cast<float>(r.lr));
+            const int64_t version = version_of(s, step);
+            const TensorSet* stale = version < step ? &history_.at(s, version) : nullptr;
+            st.optimizer.step(ops_, st.model.layout(), st.master, st.grads, static_cast<float>(r.lr), asynchronous,
+                              stale);
             advance_history(s, step);
         }
         return r;
@@ -245,13 +256,16 @@ private:
     // next step (the rule never decreases): drop the older ones first, then add the new one, so the history
     // never holds more than the schedule needs.
     void advance_history(int s, int64_t step) {
-        history_.drop_older_than(s, weight_version(schedule_, s, num_stages(), step + 1));
+        history_.drop_older_than(s, version_of(s, step + 1));
         history_.add(s, step + 1, compute_snapshot(ops_, stage(s).master));
     }
+
+    int64_t version_of(int s, int64_t step) const { return weight_version(schedule_, s, num_stages(), step, sync_); }
 
     const TrainOptions& o_;
     Ops& ops_;
     Schedule schedule_;
+    SyncSteps sync_;
     std::vector<std::unique_ptr<Stage>> stages_;
     WeightHistory history_;
     LrSchedule lr_;
@@ -274,7 +288,7 @@ std::string weights_hash(const std::vector<std::unique_ptr<Stage>>& stages) {
 
 std::string optimizer_hash(const std::vector<std::unique_ptr<Stage>>& stages) {
     std::vector<std::vector<Tensor>> all;
-    for (const auto& st : stages) all.push_back(optimizer_state_in_order(st->optimizer));
+    for (const auto& st : stages) all.push_back(st->optimizer.state_in_order());
     return stages_sha256(all);
 }
 

@@ -16,8 +16,10 @@
 //      parameter gradients accumulating (+=) onto its running sum;
 //   3. scale the gradients by 1/n, n = the step's microbatch count (m; pipedream: 1), when n > 1;
 //   4. clip (--clip-scope, see "Clipping" in reference.cpp);
-//   5. every stage's AdamW steps its master weights at lr = LrSchedule(--lr..., optimizer steps).lr_at(t),
-//      making W_{t+1}; the history then drops the versions no later step will use and adds W_{t+1}.
+//   5. every stage's optimizer (--optimizer, with --delay-fix on asynchronous steps: optim/stage_optimizer.h)
+//      steps its master weights at lr = LrSchedule(--lr..., optimizer steps).lr_at(t), making W_{t+1}; taylor
+//      compensates the gradient with the version it was computed at first. The history then drops the versions
+//      no later step will use and adds W_{t+1}.
 // Data: microbatch i of iteration t is the (t*m + i)-th batch of the trainer's loader (src/train_data.h), so a
 // synchronous schedule is `nobubble train` with the model cut into stages: the same bits, for any p.
 // Evaluation: forward only, every stage with its newest version.
@@ -48,14 +50,25 @@ bool is_asynchronous(Schedule schedule);
 int64_t microbatches_per_step(Schedule schedule, int64_t microbatches);
 int64_t optimizer_steps(Schedule schedule, int64_t iterations, int64_t microbatches);
 
+// The optimizer steps an asynchronous schedule runs synchronously: the first `start` (--sync-start) and the last
+// `cooldown` (--sync-cooldown) of its `total` steps. Both 0: none.
+struct SyncSteps {
+    int64_t start = 0, cooldown = 0, total = 0;
+};
+
+// A synchronous step: every step of gpipe and 1f1b; the --sync-start and --sync-cooldown steps of 2bw and
+// pipedream. It computes its gradient at W_t and updates plainly (no --delay-fix).
+bool is_synchronous_step(Schedule schedule, int64_t step, const SyncSteps& sync);
+
 // THE VERSION RULE: the weight version W_v that stage `stage` of `num_stages` (p) computes optimizer step
 // `step`'s gradient with, for the forward and the backward alike (DESIGN section 2):
-//   gpipe, 1f1b   v = t                          synchronous: g_t = grad F_t(W_t)
-//   2bw           v = max(t - 1, 0)              on every stage: g_t = grad F_t(W_{max(t-1,0)})
-//   pipedream     v = max(0, i - (p - 1 - s))    i = the microbatch = the step; stage s lags p-1-s steps
-// It never decreases as `step` grows (the history relies on that to drop old versions). --sync-start and
-// --sync-cooldown (the optimizer issue) will be added here and nowhere else.
-int64_t weight_version(Schedule schedule, int stage, int num_stages, int64_t step);
+//   a synchronous step   v = t                          g_t = grad F_t(W_t)
+//   2bw                  v = max(t - 1, 0)              on every stage: g_t = grad F_t(W_{max(t-1,0)})
+//   pipedream            v = max(K, i - (p - 1 - s))    i = the microbatch = the step; stage s lags p-1-s steps;
+//                                                       K = --sync-start, the first asynchronous step
+// After --sync-start the asynchronous rule holds "as if it had always": 2bw's first asynchronous step K already
+// uses W_{K-1}. It never decreases as `step` grows (the history relies on that to drop old versions).
+int64_t weight_version(Schedule schedule, int stage, int num_stages, int64_t step, const SyncSteps& sync = {});
 
 // UsageError, one line naming the flag, for what the oracle cannot run: TrainOptions::validate (with the LR
 // schedule checked against optimizer steps), an unknown --schedule, --stages outside [1, layers], 2bw with
@@ -65,8 +78,8 @@ void validate_options(const TrainOptions& options);
 
 struct ReferenceSummary {
     TrainSummary run;                  // run.steps counts optimizer steps (pipedream: iterations * m)
-    std::string optimizer_sha256;      // SHA-256 of every stage's AdamW state: stage 0's exp_avg of each parameter
-                                       // in layout order, then its exp_avg_sq, then stage 1's, ... (f32, LE)
+    std::string optimizer_sha256;      // SHA-256 of every stage's optimizer and delay-fix state in their canonical
+                                       // order (StageOptimizer::state_tensors): stage 0's, then stage 1's, ...
     std::vector<int> peak_versions;    // per stage: the most weight versions its history held at once
 };
 

@@ -43,9 +43,10 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
       model_(o_.model, setup.cut[static_cast<size_t>(stage)]),
       master_(model_.init_weights(o_.seed).to(ops.device())),  // per parameter name: the same for any cut
       grads_(TensorSet::zeros(model_.layout(), DType::f32, ops.device())),
-      optimizer_(model_.layout(), o_.adamw, ops.device()),
+      optimizer_(o_.optimizer, o_.delay_fix, model_.layout(), o_.lr.lr, ops.device()),
       lr_(o_.lr, setup.spec.optimizer_steps()),
-      versions_(ops, master_, setup.plans.at(static_cast<size_t>(stage))),
+      versions_(ops, master_, setup.plans.at(static_cast<size_t>(stage)),
+                o_.delay_fix.parsed() == DelayFixKind::taylor),
       data_(open_train_data(o_)),
       train_reader_(o_),
       val_reader_(o_),
@@ -264,8 +265,16 @@ std::optional<double> StageRunner::clip_norm(const Action& a) {
 void StageRunner::finish_step(const Action& a, double norm) {
     clip_grads_to_norm(ops_, grads_, norm, o_.clip_grad);
     const double lr = lr_.lr_at(a.step);
+    // Taylor's compensation reads the stale version the gradient came from; it is let go before the update so
+    // that the stage never holds more versions than its schedule needs.
+    const std::optional<int64_t> stale = versions_.stale_version_of_step(a.step);
+    if (stale) {
+        optimizer_.compensate(ops_, model_.layout(), master_, grads_, &versions_.at(*stale));
+        versions_.release(*stale);
+    }
     versions_.before_update();
-    optimizer_.step(ops_, model_.layout(), master_, grads_, static_cast<float>(lr));
+    optimizer_.update(ops_, model_.layout(), master_, grads_, static_cast<float>(lr),
+                      !setup_.spec.is_synchronous_step(a.step));
     versions_.after_update(a.version);
     grads_.zero();
     accumulated_ = 0;
@@ -325,10 +334,7 @@ void StageRunner::report(const StageTask& task) {
 // values and, with --trace, the timed records.
 void StageRunner::finish() {
     for (int i = 0; i < master_.size(); ++i) transport_.send(0, {Channel::final_weights, i}, master_[i]);
-    const std::vector<Tensor> state = optimizer_state_in_order(optimizer_);
-    if (state.size() != optimizer_state_shapes(model_.layout()).size())
-        throw std::logic_error(fmt::format("the optimizer has {} state tensors, stage 0 expects {}", state.size(),
-                                           optimizer_state_shapes(model_.layout()).size()));
+    const std::vector<Tensor> state = optimizer_.state_in_order();
     for (size_t i = 0; i < state.size(); ++i)
         transport_.send(0, {Channel::final_optimizer, static_cast<int64_t>(i)}, state[i]);
     StageFinal f;

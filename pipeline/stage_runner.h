@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "model/stage_model.h"
-#include "optim/adamw.h"
+#include "optim/stage_optimizer.h"
 #include "optim/lr_schedule.h"
 #include "pipeline/pipeline_setup.h"
 #include "pipeline/stage_clock.h"
@@ -106,7 +106,7 @@ private:
     StageModel model_;
     TensorSet master_;  // f32, the newest weights
     TensorSet grads_;   // the sum over the current step's microbatches
-    AdamW optimizer_;
+    StageOptimizer optimizer_;
     LrSchedule lr_;
     WeightVersions versions_;
     std::unique_ptr<TrainData> data_;

@@ -4,8 +4,9 @@
 //   final weights sha256           every stage's master weights: stage 0's in layout order, then stage 1's, ...
 //                                  (for an untied model, the whole model's layout order: src/weights_hash.h)
 //   final optimizer state sha256   every stage's optimizer state: stage 0's state tensors in the optimizer's
-//                                  order (AdamW: exp_avg of each parameter in layout order, then exp_avg_sq),
-//                                  then stage 1's, ...
+//                                  order (optim/stage_optimizer.h: the optimizer's state tensors, e.g. AdamW's
+//                                  exp_avg of each parameter in layout order, then exp_avg_sq; then the delay
+//                                  fix's, e.g. ef's previous update), then stage 1's, ...
 // Each tensor is hashed as little-endian f32, whatever device it lives on.
 #pragma once
 
@@ -13,16 +14,9 @@
 #include <vector>
 
 #include "model/params.h"
-#include "optim/optimizer.h"
 #include "tensor.h"
 
 namespace nb {
-
-// The optimizer's state tensors in their canonical order (Optimizer::state_tensors), sharing their storage.
-std::vector<Tensor> optimizer_state_in_order(Optimizer& optimizer);
-// Their shapes for a stage of `layout`, known before the state exists (stage 0 posts its receives with them):
-// AdamW's, the one optimizer so far: exp_avg of each parameter, then exp_avg_sq.
-std::vector<Shape> optimizer_state_shapes(const ParamLayout& layout);
 
 // SHA-256 over every stage's tensors, stage by stage, each stage's in the order given (copied to the host first).
 std::string stages_sha256(const std::vector<std::vector<Tensor>>& per_stage);

@@ -10,10 +10,24 @@
 
 namespace nb {
 
-WeightVersions::WeightVersions(Ops& ops, const TensorSet& master, const StagePlan& plan)
+WeightVersions::WeightVersions(Ops& ops, const TensorSet& master, const StagePlan& plan, bool optimizer_reads_stale)
     : ops_(ops), master_(master), compute_(make_compute_weights(ops, master)) {
-    for (const Action& a : plan)
+    int64_t last_backward_version = 0;
+    for (const Action& a : plan) {
         if (a.type == ActionType::forward || a.type == ActionType::backward) ++uses_left_[a.version];
+        if (a.type == ActionType::backward) last_backward_version = a.version;
+        // The step's gradient is that of its backwards, which all use one version: the last one's.
+        if (a.type == ActionType::optimizer_step && optimizer_reads_stale && last_backward_version < a.step) {
+            ++uses_left_[last_backward_version];
+            stale_of_step_[a.step] = last_backward_version;
+        }
+    }
+}
+
+std::optional<int64_t> WeightVersions::stale_version_of_step(int64_t step) const {
+    auto it = stale_of_step_.find(step);
+    if (it == stale_of_step_.end()) return std::nullopt;
+    return it->second;
 }
 
 const TensorSet& WeightVersions::at(int64_t version) const {

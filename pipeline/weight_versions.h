@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 
 #include "model/params.h"
 #include "pipeline/schedule.h"
@@ -26,7 +27,13 @@ class WeightVersions {
 public:
     // `master`: the stage's f32 master weights, which hold W_0 now and which the optimizer will update (they
     // must outlive this object). `plan`: the stage's actions, whose forwards and backwards are the uses.
-    WeightVersions(Ops& ops, const TensorSet& master, const StagePlan& plan);
+    // `optimizer_reads_stale` (--delay-fix taylor): an optimizer step whose gradient came from an older version
+    // than the newest also uses that version (stale_version_of_step); it is released after the compensation.
+    WeightVersions(Ops& ops, const TensorSet& master, const StagePlan& plan, bool optimizer_reads_stale = false);
+
+    // With optimizer_reads_stale: the version optimizer step `step`'s gradient was computed at, when it is older
+    // than W_step (the step then uses it once more: release it when done); nullopt otherwise.
+    std::optional<int64_t> stale_version_of_step(int64_t step) const;
 
     // W_version, for a forward or backward. std::logic_error naming the version and what is held when it is
     // not held: the plan asks for a version that does not exist yet or was dropped.
@@ -52,6 +59,7 @@ private:
     int64_t newest_ = 0;
     std::map<int64_t, TensorSet> snapshots_;  // older versions still to be used
     std::map<int64_t, int64_t> uses_left_;    // forwards and backwards still to come, per version
+    std::map<int64_t, int64_t> stale_of_step_;  // optimizer step -> the older version its gradient used
     int peak_ = 1;
 };
 

@@ -3,7 +3,7 @@
 #include "model/flops.h"
 #include "model/stage_model.h"
 #include "model_step.h"
-#include "optim/adamw.h"
+#include "optim/stage_optimizer.h"
 #include "rng.h"
 #include "timed_ops.h"
 
@@ -29,7 +29,7 @@ Microbatch random_microbatch(const ModelConfig& c, int64_t batch, int64_t seq_le
 struct StepState {
     StageModel model;
     TensorSet weights, compute, grads;
-    AdamW optimizer;
+    StageOptimizer optimizer;
     Microbatch batch;
 
     StepState(Ops& ops, const ModelConfig& c, int64_t micro_batch_size, int64_t seq_len)
@@ -37,7 +37,7 @@ struct StepState {
           weights(model.init_weights(1).to(ops.device())),
           compute(make_compute_weights(ops, weights)),
           grads(TensorSet::zeros(model.layout(), DType::f32, ops.device())),
-          optimizer(model.layout(), AdamWConfig{}, ops.device()),
+          optimizer(OptimizerConfig{}, DelayFixConfig{}, model.layout(), 1e-4, ops.device()),
           batch(random_microbatch(c, micro_batch_size, seq_len, ops.device())) {}
 
     void step(Ops& ops) {

@@ -105,6 +105,10 @@ public:
     //   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
     virtual void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,
                               float beta2, float eps, float weight_decay, int64_t step) = 0;
+    // DC-ASGD's first-order delay compensation (--delay-fix taylor), on f32 grad and master weights w and the
+    // stale compute weights (activation dtype) the gradient was computed at:
+    //   grad += ((lambda * grad) * grad) * (w - float(stale))       in that order, each operation rounded
+    virtual void delay_compensate(Tensor& grad, const Tensor& w, const Tensor& stale, float lambda) = 0;
 };
 
 }  // namespace nb

@@ -96,5 +96,8 @@ void TimedOps::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor
                             float beta2, float eps, float weight_decay, int64_t step) {
     timed("adamw_update", [&] { inner_.adamw_update(param, grad, m, v, lr, beta1, beta2, eps, weight_decay, step); });
 }
+void TimedOps::delay_compensate(Tensor& grad, const Tensor& w, const Tensor& stale, float lambda) {
+    timed("delay_compensate", [&] { inner_.delay_compensate(grad, w, stale, lambda); });
+}
 
 }  // namespace nb

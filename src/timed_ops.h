@@ -58,6 +58,7 @@ public:
     double sum_squares(const Tensor& x) override;
     void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1, float beta2,
                       float eps, float weight_decay, int64_t step) override;
+    void delay_compensate(Tensor& grad, const Tensor& w, const Tensor& stale, float lambda) override;
 
 private:
     template <class F>

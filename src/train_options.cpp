@@ -31,7 +31,8 @@ void TrainOptions::validate() const {
     if (!(val_fraction >= 0 && val_fraction < 1))
         throw UsageError(fmt::format("--val-fraction must be in [0, 1), got {}", val_fraction));
     lr.validate(train_iters);
-    adamw.validate();
+    optimizer.validate();
+    delay_fix.validate();
 }
 
 void TrainOptions::validate_counting_steps(bool one_step_per_microbatch) const {
@@ -53,6 +54,25 @@ void TrainOptions::validate_clip_scope_and_ties(bool asynchronous_schedule) cons
                                      wanted));
     if (model.tie_embeddings && stages > 1)
         throw UsageError("tied embeddings across stages are not built yet: use --untie-embeddings-and-output-weights");
+}
+
+void TrainOptions::validate_delay_mitigations(int64_t optimizer_steps) const {
+    const bool two_bw = schedule == "2bw", asynchronous = two_bw || schedule == "pipedream";
+    if (delay_fix.parsed() != DelayFixKind::none && !two_bw)
+        throw UsageError(fmt::format(
+            "--delay-fix {} applies to --schedule 2bw only, not {}: {}", delay_fix.kind, schedule,
+            asynchronous ? "pipedream's delay differs per stage and no per-stage rule is defined yet"
+                         : "a synchronous schedule has no stale gradient to correct"));
+    if (sync_start < 0) throw UsageError(fmt::format("--sync-start must be >= 0, got {}", sync_start));
+    if (sync_cooldown < 0) throw UsageError(fmt::format("--sync-cooldown must be >= 0, got {}", sync_cooldown));
+    if ((sync_start > 0 || sync_cooldown > 0) && !asynchronous)
+        throw UsageError(fmt::format("--sync-start/--sync-cooldown apply to 2bw and pipedream; --schedule {} is "
+                                     "synchronous already",
+                                     schedule));
+    if (sync_start + sync_cooldown > optimizer_steps)
+        throw UsageError(fmt::format("--sync-start {} + --sync-cooldown {} exceed the {} optimizer steps of the run{}",
+                                     sync_start, sync_cooldown, optimizer_steps,
+                                     schedule == "pipedream" ? " (pipedream: one step per microbatch)" : ""));
 }
 
 }  // namespace nb

@@ -6,8 +6,9 @@
 
 #include "model/config.h"
 #include "tensor.h"
-#include "optim/adamw.h"
+#include "optim/delay_fix.h"
 #include "optim/lr_schedule.h"
+#include "optim/optimizer_config.h"
 
 namespace nb {
 
@@ -22,7 +23,7 @@ struct TrainOptions {
     int64_t seq_length = 256;       // --seq-length
     int64_t train_iters = 100;      // --train-iters (optimizer steps)
     LrScheduleConfig lr;            // --lr, --min-lr, --lr-warmup-iters, --lr-decay-style, ...
-    AdamWConfig adamw;              // --adam-beta1, --adam-beta2, --adam-eps, --weight-decay
+    OptimizerConfig optimizer;      // --optimizer and its hyperparameter flags (optim/optimizer_config.h)
     double clip_grad = 1.0;         // --clip-grad (0: off)
     uint64_t seed = 1234;           // --seed
     int64_t eval_interval = 0;      // --eval-interval (0: only at the end)
@@ -37,6 +38,12 @@ struct TrainOptions {
     int stages = 1;                  // --stages P (in-process stages, or the MPI world size under mpirun)
     std::string clip_scope = "global";  // --clip-scope global | stage (2bw / pipedream clip per stage)
     bool stop_on_nan = true;         // --stop-on-nan: a non-finite loss ends the run with a runtime error
+
+    // Delay mitigations (DESIGN section 2, "Mitigations"): --delay-fix none | ef | taylor (2bw only), and the
+    // optimizer steps run synchronously at the start and at the end of an asynchronous schedule.
+    DelayFixConfig delay_fix;        // --delay-fix, --taylor-lambda
+    int64_t sync_start = 0;          // --sync-start K
+    int64_t sync_cooldown = 0;       // --sync-cooldown K
 
     // Test-only fault injection (--fail-at-step N --fail-rank R, for the pipeline's fault tests): the stage run
     // by rank R raises a RuntimeError as it begins optimizer step N (counted from 0, as `nobubble schedule`
@@ -53,6 +60,10 @@ struct TrainOptions {
     // The pipeline's own rules, shared by `train` and `reference`: a clip scope that fits the schedule
     // (asynchronous: per stage; synchronous: global) and no tied embeddings across stages.
     void validate_clip_scope_and_ties(bool asynchronous_schedule) const;
+    // The mitigations' rules, shared by `train` and `reference` (`schedule` already known to be valid):
+    // --delay-fix ef/taylor with 2bw only; --sync-start/--sync-cooldown >= 0, with 2bw or pipedream only, and
+    // together at most the run's `optimizer_steps`.
+    void validate_delay_mitigations(int64_t optimizer_steps) const;
 };
 
 }  // namespace nb

@@ -10,7 +10,7 @@
 #include "error.h"
 #include "metrics_writer.h"
 #include "model_step.h"
-#include "optim/adamw.h"
+#include "optim/stage_optimizer.h"
 #include "optim/grad_clip.h"
 #include "pipeline/schedule.h"
 #include "train_data.h"
@@ -43,6 +43,7 @@ void require_single_process(const TrainOptions& o) {
 
 TrainSummary run_training(const TrainOptions& o, std::FILE* log) {
     o.validate();
+    o.validate_delay_mitigations(o.train_iters);
     require_single_process(o);
     auto data = open_train_data(o);
     std::unique_ptr<MetricsWriter> metrics;
@@ -55,7 +56,7 @@ TrainSummary run_training(const TrainOptions& o, std::FILE* log) {
     TensorSet weights = model.init_weights(o.seed).to(device);  // f32 master weights
     TensorSet compute_weights = make_compute_weights(ops, weights);
     TensorSet grads = TensorSet::zeros(model.layout(), DType::f32, device);
-    AdamW optimizer(model.layout(), o.adamw, device);
+    StageOptimizer optimizer(o.optimizer, o.delay_fix, model.layout(), o.lr.lr, device);
     LrSchedule schedule(o.lr, o.train_iters);
     MicrobatchReader reader(o);
 

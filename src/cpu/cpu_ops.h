@@ -49,6 +49,7 @@ public:
 
     void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1, float beta2,
                       float eps, float weight_decay, int64_t step) override;
+    void delay_compensate(Tensor& grad, const Tensor& w, const Tensor& stale, float lambda) override;
 };
 
 }  // namespace nb

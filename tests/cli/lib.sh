@@ -52,6 +52,25 @@ run_logged() {
 
 hash_of() { grep '^final weights sha256 ' "$1" | awk '{print $4}'; }
 
+# The pipeline's oracle checks (test_pipeline_equality*.sh): what a run's log says it ended with.
+val_of() { grep '^final val_loss ' "$1"; }
+opt_of() { grep '^final optimizer state sha256 ' "$1" | awk '{print $5}'; }
+versions_of() { grep '^weight versions held at most' "$1"; }
+
+# equal NAME WANT_LOG GOT_LOG: weights hash, optimizer state hash, validation loss and versions line agree.
+equal() {
+  local name=$1 want=$2 got=$3 h o
+  h=$(hash_of "$want")
+  o=$(opt_of "$want")
+  if [[ "$h" =~ ^[0-9a-f]{64}$ ]] && [ "$(hash_of "$got")" = "$h" ] && [[ "$o" =~ ^[0-9a-f]{64}$ ]] \
+     && [ "$(opt_of "$got")" = "$o" ] && [ "$(val_of "$got")" = "$(val_of "$want")" ] \
+     && [ -n "$(versions_of "$got")" ] && [ "$(versions_of "$got")" = "$(versions_of "$want")" ]; then
+    pass "$name equals reference ($(versions_of "$got" | sed 's/.*: //') versions)"
+  else
+    fail "$name: reference $h opt $o $(val_of "$want") [$(versions_of "$want")], got $(hash_of "$got") opt $(opt_of "$got") $(val_of "$got") [$(versions_of "$got")]"
+  fi
+}
+
 finish() {
   echo "$PASSED passed, $FAILED failed"
   [ "$FAILED" = 0 ]

@@ -44,4 +44,25 @@ else
   expect_error 1 "device cuda" "${T[@]}" --device cuda
 fi
 expect_error 2 "device 'tpu'" "${T[@]}" --device tpu
+# The optimizers and the delay mitigations (every rank of a pipeline prints the same line: test_pipeline_faults).
+expect_error 2 "unknown --optimizer 'sgd' (valid: adamw, muon, lion, adan, mars, soap)" "${T[@]}" --optimizer sgd
+expect_error 2 "beta1 1.5 must be in \[0, 1)" "${T[@]}" --optimizer lion --beta1 1.5
+expect_error 2 "beta2 -0.1 must be in \[0, 1)" "${T[@]}" --beta2 -0.1
+expect_error 2 "beta3 1 must be in \[0, 1)" "${T[@]}" --optimizer adan --beta3 1
+expect_error 2 "momentum 1 must be in \[0, 1)" "${T[@]}" --optimizer muon --momentum 1
+expect_error 2 "eps 0 must be > 0" "${T[@]}" --eps 0
+expect_error 2 "weight-decay -1 must be >= 0" "${T[@]}" --optimizer soap --weight-decay -1
+expect_error 2 "ns-steps 0 must be >= 1" "${T[@]}" --optimizer muon --ns-steps 0
+expect_error 2 "precondition-frequency 0 must be >= 1" "${T[@]}" --optimizer soap --precondition-frequency 0
+expect_error 2 "momentum does not apply to --optimizer adamw" "${T[@]}" --momentum 0.9
+expect_error 2 "adam-lr does not apply to --optimizer lion" "${T[@]}" --optimizer lion --adam-lr 1e-3
+expect_error 2 "unknown --delay-fix 'magic' (valid: none, ef, taylor)" "${T[@]}" --delay-fix magic
+expect_error 2 "delay-fix ef applies to --schedule 2bw only, not 1f1b" "${T[@]}" --delay-fix ef
+expect_error 2 "delay-fix taylor applies to --schedule 2bw only, not pipedream" "${T[@]}" --schedule pipedream --delay-fix taylor
+expect_error 2 "taylor-lambda -1 must be >= 0" "${T[@]}" --schedule 2bw --delay-fix taylor --taylor-lambda -1
+expect_error 2 "sync-start 2 + --sync-cooldown 1 exceed the 2 optimizer steps" "${T[@]}" --schedule 2bw --sync-start 2 --sync-cooldown 1
+expect_error 2 "sync-start must be >= 0, got -1" "${T[@]}" --schedule 2bw --sync-start -1
+expect_error 2 "is synchronous already" "${T[@]}" --schedule gpipe --sync-cooldown 1
+expect_error 2 "sync-start 2 + --sync-cooldown 1 exceed" "$NB" reference --data "$C" "${TINY_FLAGS[@]}" --train-iters 2 --schedule 2bw --sync-start 2 --sync-cooldown 1
+expect_error 2 "delay-fix ef applies to --schedule 2bw only" "$NB" reference --data "$C" "${TINY_FLAGS[@]}" --train-iters 2 --delay-fix ef
 finish

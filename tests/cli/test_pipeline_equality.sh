@@ -14,24 +14,6 @@ FLAGS=(--data "$WORK/corpus.txt" "${TINY_FLAGS[@]}" --num-layers 5 --untie-embed
 [ "$HAVE_MPI" = 1 ] || echo "skip: nobubble is built without MPI or mpirun is missing: in-process runs only"
 
 run() { run_logged 120 "$@"; }  # run NAME COMMAND...: the log lands in $WORK/NAME.log
-val_of() { grep '^final val_loss ' "$1"; }
-opt_of() { grep '^final optimizer state sha256 ' "$1" | awk '{print $5}'; }
-versions_of() { grep '^weight versions held at most' "$1"; }
-
-# equal NAME WANT_LOG GOT_LOG: weights hash, optimizer state hash, validation loss and versions line agree.
-equal() {
-  local name=$1 want=$2 got=$3 h o
-  h=$(hash_of "$want")
-  o=$(opt_of "$want")
-  if [[ "$h" =~ ^[0-9a-f]{64}$ ]] && [ "$(hash_of "$got")" = "$h" ] && [[ "$o" =~ ^[0-9a-f]{64}$ ]] \
-     && [ "$(opt_of "$got")" = "$o" ] && [ "$(val_of "$got")" = "$(val_of "$want")" ] \
-     && [ -n "$(versions_of "$got")" ] && [ "$(versions_of "$got")" = "$(versions_of "$want")" ]; then
-    pass "$name equals reference ($(versions_of "$got" | sed 's/.*: //') versions)"
-  else
-    fail "$name: reference $h opt $o $(val_of "$want") [$(versions_of "$want")], got $(hash_of "$got") opt $(opt_of "$got") $(val_of "$got") [$(versions_of "$got")]"
-  fi
-}
-
 start=$SECONDS
 for schedule in gpipe 1f1b 2bw pipedream; do
   for p in 2 3 4; do

@@ -15,6 +15,7 @@
 #include "error.h"
 #include "model/config.h"
 #include "pipeline/reference.h"
+#include "pipeline/schedule.h"
 #include "pipeline/weight_history.h"
 #include "pipeline_test_util.h"
 #include "trainer.h"
@@ -89,6 +90,50 @@ TEST_CASE("reference: pipedream stage s lags p-1-s microbatches (worked tables)"
     CHECK(versions_of_stage(Schedule::pipedream, 0, 4, 6) == std::vector<int64_t>{0, 0, 0, 0, 1, 2});
     // p = 1: no delay at all (pipedream on one stage is synchronous with one microbatch per step).
     CHECK(versions_of_stage(Schedule::pipedream, 0, 1, 4) == std::vector<int64_t>{0, 1, 2, 3});
+}
+
+TEST_CASE("reference: --sync-start and --sync-cooldown steps use W_t; the asynchronous rule holds as if always") {
+    using nb::reference::is_synchronous_step;
+    using nb::reference::SyncSteps;
+    const SyncSteps sync{2, 2, 8};  // steps 0, 1 and 6, 7 synchronous
+    for (int64_t t = 0; t < 8; ++t) CHECK(is_synchronous_step(Schedule::two_bw, t, sync) == (t < 2 || t >= 6));
+    CHECK(is_synchronous_step(Schedule::one_f_one_b, 4, sync));
+    CHECK_FALSE(is_synchronous_step(Schedule::two_bw, 3, SyncSteps{0, 0, 8}));  // no flags: all asynchronous
+    // 2bw: the first asynchronous step (2) is already one step stale, W_1; the cool-down goes back to W_t.
+    std::vector<int64_t> two_bw, pipedream_s0;
+    for (int64_t t = 0; t < 8; ++t) {
+        two_bw.push_back(weight_version(Schedule::two_bw, 0, 3, t, sync));
+        pipedream_s0.push_back(weight_version(Schedule::pipedream, 0, 3, t, sync));
+    }
+    CHECK(two_bw == std::vector<int64_t>{0, 1, 1, 2, 3, 4, 6, 7});
+    // pipedream, stage 0 of 3 (delay 2): v = max(K, t - 2) with K = 2 while asynchronous.
+    CHECK(pipedream_s0 == std::vector<int64_t>{0, 1, 2, 2, 2, 3, 6, 7});
+}
+
+TEST_CASE("reference: its version rule and the schedule builder's (pipeline/schedule.h) agree, sync flags included") {
+    // Two implementations written apart: the oracle's formula, and the rule the executor's action lists carry.
+    for (auto [kind, schedule] : {std::pair{nb::ScheduleKind::two_bw, Schedule::two_bw},
+                                  std::pair{nb::ScheduleKind::pipedream, Schedule::pipedream}})
+        for (int p : {2, 3, 4})
+            for (int64_t start : {0, 1, 3})
+                for (int64_t cooldown : {0, 2}) {
+                    nb::ScheduleSpec spec;
+                    spec.kind = kind;
+                    spec.stages = p;
+                    spec.microbatches = p;
+                    spec.steps = 6;
+                    spec.sync_start = start;
+                    spec.sync_cooldown = cooldown;
+                    const nb::reference::SyncSteps sync{start, cooldown, spec.optimizer_steps()};
+                    for (int s = 0; s < p; ++s)
+                        for (int64_t t = 0; t < spec.optimizer_steps(); ++t) {
+                            CAPTURE(p);
+                            CAPTURE(s);
+                            CAPTURE(t);
+                            CHECK(weight_version(schedule, s, p, t, sync) ==
+                                  nb::weight_version(spec, s, t * spec.microbatches_per_step()));
+                        }
+                }
 }
 
 TEST_CASE("reference: the version rule is the DESIGN formula for every schedule, p in {2,3,4}, and never decreases") {

@@ -1,0 +1,75 @@
+// DelayFix: the mitigations of a stale gradient (--delay-fix, DESIGN section 2 "Mitigations"), applied by each
+// stage to its own update, locally. t counts the stage's optimizer steps; u_t is what the optimizer alone would
+// subtract (W_t - u_t is its plain result, weight decay included).
+//
+//   none      W_{t+1} = W_t - u_t
+//   ef        update-level Error Feedback: W_{t+1} = W_t - 2 u_t + u_{t-1}, u_{-1} = 0. One buffer holds u_{t-1}:
+//             the previous step's update, whichever kind of step made it (a --sync-start step's update feeds
+//             the first asynchronous step).
+//   taylor    DC-ASGD's first-order compensation of the gradient before the optimizer sees it:
+//             g <- g + lambda * g (.) g (.) (W_t - W_stale), W_stale the version the gradient was computed at.
+//
+// ef and taylor act on asynchronous steps only; a synchronous step (gpipe, 1f1b, and the --sync-start /
+// --sync-cooldown steps of 2bw) updates plainly. Both are defined for 2bw (the one-step delay of the paper);
+// make_pipeline_setup / the reference reject them with other schedules.
+//
+// u_t is measured, not re-derived: the optimizer updates W_t in place to W' = W_t - u_t, and u_t = W_t - W' (the
+// subtraction of two nearby floats, exact whenever W' is within a factor of two of W_t, as Sterbenz's lemma
+// says). Then W_{t+1} = W' - u_t + u_{t-1}. Written with the backend's ops, so it runs on every backend.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/params.h"
+#include "optim/optimizer.h"
+#include "tensor.h"
+
+namespace nb {
+
+enum class DelayFixKind { none, ef, taylor };
+
+struct DelayFixConfig {
+    std::string kind = "none";   // --delay-fix none | ef | taylor
+    float taylor_lambda = 0.04f;  // --taylor-lambda (DC-ASGD's lambda)
+
+    DelayFixKind parsed() const;  // nb::UsageError naming --delay-fix and the valid names
+    // nb::UsageError: an unknown kind; --taylor-lambda negative or not finite.
+    void validate() const;
+};
+
+class DelayFix {
+public:
+    DelayFix(const DelayFixConfig& config, const ParamLayout& layout, Device device);
+
+    DelayFixKind kind() const { return kind_; }
+
+    // One optimizer step of `master` with the fix. `asynchronous`: this step's gradient came from a stale
+    // version (false for synchronous steps: plain update). `stale`: those stale weights (the compute copy the
+    // gradient was computed with), or nullptr when the gradient was computed at W_t itself; only taylor reads
+    // it. `grads` may be changed (taylor compensates them in place).
+    void step(Ops& ops, Optimizer& optimizer, const ParamLayout& layout, TensorSet& master, TensorSet& grads, float lr,
+              bool asynchronous, const TensorSet* stale) {
+        if (asynchronous) compensate(ops, layout, master, grads, stale);
+        update(ops, optimizer, layout, master, grads, lr, asynchronous);
+    }
+    // The two halves of step(), for a caller that must let go of the stale weights before the update (a pipeline
+    // stage holds no more weight versions than its schedule needs): taylor's compensation of `grads` (nothing for
+    // none and ef, or when `stale` is nullptr), then the optimizer's update with ef's correction.
+    void compensate(Ops& ops, const ParamLayout& layout, const TensorSet& master, TensorSet& grads,
+                    const TensorSet* stale);
+    void update(Ops& ops, Optimizer& optimizer, const ParamLayout& layout, TensorSet& master, TensorSet& grads,
+                float lr, bool asynchronous);
+
+    // ef: "ef_update.<param>" (u_{t-1}) for every parameter, in layout order; none and taylor: nothing.
+    std::vector<std::pair<std::string, Tensor*>> state_tensors();
+
+private:
+    DelayFixKind kind_;
+    float taylor_lambda_;
+    std::vector<std::string> names_;
+    TensorSet previous_update_;  // ef: u_{t-1}
+};
+
+}  // namespace nb

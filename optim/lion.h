@@ -1,0 +1,38 @@
+// Lion (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms"), as lucidrains/lion-pytorch.
+//
+// For each parameter p with gradient g and momentum m (zeros at first), per step:
+//   p <- p * (1 - lr * wd)                              decoupled decay (none on norm gains)
+//   p <- p - lr * sign(beta1 * m + (1 - beta1) * g)      the update is a sign: every coordinate moves by lr
+//   m <- beta2 * m + (1 - beta2) * g
+// Defaults as published: beta1 0.9, beta2 0.99, weight decay 0. (Lion wants a 3-10x smaller lr than AdamW.)
+#pragma once
+
+#include "optim/optimizer.h"
+#include "optim/optimizer_state.h"
+
+namespace nb {
+
+struct LionConfig {
+    float beta1 = 0.9f;
+    float beta2 = 0.99f;
+    float weight_decay = 0.0f;
+};
+
+class Lion final : public Optimizer {
+public:
+    Lion(const ParamLayout& layout, const LionConfig& cfg, Device device);
+    std::string name() const override { return "lion"; }
+    void step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) override;
+    int64_t steps_taken() const override { return steps_; }
+    void set_steps_taken(int64_t steps) override { steps_ = steps; }
+    // "exp_avg.<param>" for every parameter (lucidrains' name for m).
+    std::vector<std::pair<std::string, Tensor*>> state_tensors() override { return state_.named(); }
+
+private:
+    LionConfig cfg_;
+    OptimizerState state_;
+    int exp_avg_;
+    int64_t steps_ = 0;
+};
+
+}  // namespace nb

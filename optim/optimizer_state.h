@@ -1,0 +1,53 @@
+// OptimizerState: the named state tensors of an optimizer (moments, momentum buffers, previous gradients), kept
+// so that every optimizer lists them the same way for hashing and for the checkpoints to come.
+//
+// Each piece of state is a prefix ("exp_avg") and a tensor per parameter it applies to; state_tensors() lists
+// them piece by piece, each in layout order, named "<prefix>.<param name>".
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/params.h"
+#include "tensor.h"
+
+namespace nb {
+
+class OptimizerState {
+public:
+    // A new piece of state: f32 zeros shaped like the parameters of `layout` for which `applies(i)` is true
+    // (the others get an undefined tensor and are not listed). Returns its index for at().
+    template <typename Predicate>
+    int add(const std::string& prefix, const ParamLayout& layout, Device device, Predicate applies) {
+        Piece piece{prefix, {}};
+        for (int i = 0; i < layout.size(); ++i) {
+            piece.tensors.push_back(applies(i) ? Tensor::zeros(layout[i].shape, DType::f32, device) : Tensor());
+            piece.names.push_back(layout[i].name);
+        }
+        pieces_.push_back(std::move(piece));
+        return static_cast<int>(pieces_.size()) - 1;
+    }
+    int add_for_all(const std::string& prefix, const ParamLayout& layout, Device device) {
+        return add(prefix, layout, device, [](int) { return true; });
+    }
+
+    Tensor& at(int piece, int param) { return pieces_.at(static_cast<size_t>(piece)).tensors.at(static_cast<size_t>(param)); }
+    std::vector<std::pair<std::string, Tensor*>> named();
+
+private:
+    struct Piece {
+        std::string prefix;
+        std::vector<Tensor> tensors;
+        std::vector<std::string> names;
+    };
+    std::vector<Piece> pieces_;
+};
+
+// std::logic_error unless `weights` and `grads` follow `layout` (a different layout is a programming error).
+void check_step_arguments(const char* optimizer, const ParamLayout& layout, const TensorSet& weights,
+                          const TensorSet& grads);
+// nb::UsageError: `optimizer`'s kernels exist only on the CPU so far (the CUDA issue ports them).
+void require_cpu_kernels(const char* optimizer, Device device);
+
+}  // namespace nb

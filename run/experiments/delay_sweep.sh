@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# The delay experiment: does a one-step gradient delay hurt, and does it depend on the optimizer?
+#
+# Trains one small model on the fortunes corpus with every optimizer (adamw muon lion adan mars soap) under
+#   sync     --schedule 1f1b on 2 stages (no delay: the baseline)
+#   2bw      --schedule 2bw on 2 stages (every gradient one step stale)
+#   2bw_ef   the same with --delay-fix ef (update-level error feedback)
+#   pd2      --schedule pipedream on 2 stages (stage s lags 1 - s steps)
+#   pd4      --schedule pipedream on 4 stages (stage s lags 3 - s steps)
+# with two seeds each (three for --preset large), all at equal tokens: every run sees the same number of
+# sequences per optimizer step (pipedream takes one micro-batch as large as the others' global batch, as
+# DESIGN section 2 says a fair comparison must).
+#
+# First each optimizer's peak learning rate is tuned on `sync` alone (seed 1, a few values), then kept for
+# the asynchronous runs, as the paper does. The runs use `nobubble reference`, the single-process oracle: it
+# computes the same bits as `mpirun -np P nobubble train` (tests/cli/test_pipeline_equality.sh) and runs
+# several at once on a small machine.
+#
+# Usage: run/experiments/delay_sweep.sh [--preset smoke|default|large] [--jobs N] [--work DIR] [--results DIR]
+#   smoke    a minute: the machinery only, numbers meaningless (tests/cli/test_delay_sweep.sh runs it)
+#   default  about an hour on 2 cores (76 runs of 300 steps)
+#   large    several hours: a wider model, 600 steps, three seeds
+# Results: DIR/delay_sweep_<preset>.md (the table, the lr tuning), .csv and .png (validation-loss curves).
+# Runs are resumable: a run whose log ends in success is not repeated (delete --work to start over).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+preset=default
+jobs=2
+work=""
+results="$root/docs/results"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --preset) preset=${2:?--preset needs a value}; shift 2 ;;
+    --jobs) jobs=${2:?--jobs needs a value}; shift 2 ;;
+    --work) work=${2:?--work needs a value}; shift 2 ;;
+    --results) results=${2:?--results needs a value}; shift 2 ;;
+    *) echo "nobubble: error: delay_sweep.sh: unknown argument '$1' (see the usage at the top of the script)" >&2
+       exit 2 ;;
+  esac
+done
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "nobubble: error: --jobs must be a positive integer, got '$jobs'" >&2; exit 2; }
+work=${work:-$root/build/delay_sweep_$preset}
+NB=${NB:-$root/build/nobubble}
+[ -x "$NB" ] || { echo "nobubble: error: $NB is missing: run make build first" >&2; exit 1; }
+
+# Per preset: the model, the batch (global = MBS x M sequences of SEQ tokens), the steps and the seeds.
+case "$preset" in
+  smoke)
+    MODEL=(--model tiny --hidden-size 32 --ffn-hidden-size 64 --num-layers 4 --num-attention-heads 2
+           --num-query-groups 1 --seq-length 32)
+    MBS=2; M=4; ITERS=12; WARMUP=2; EVAL_INTERVAL=6; EVAL_ITERS=1; SEEDS="1 2"; LR_POINTS=1 ;;
+  default)
+    MODEL=(--model tiny --hidden-size 128 --ffn-hidden-size 384 --num-layers 4 --num-attention-heads 4
+           --num-query-groups 2 --seq-length 128)
+    MBS=4; M=4; ITERS=300; WARMUP=20; EVAL_INTERVAL=25; EVAL_ITERS=4; SEEDS="1 2"; LR_POINTS=3 ;;
+  large)
+    MODEL=(--model tiny --num-layers 4 --seq-length 256)
+    MBS=4; M=4; ITERS=600; WARMUP=30; EVAL_INTERVAL=50; EVAL_ITERS=8; SEEDS="1 2 3"; LR_POINTS=3 ;;
+  *) echo "nobubble: error: unknown --preset '$preset' (valid: smoke, default, large)" >&2; exit 2 ;;
+esac
+
+# The learning rates tried on sync, per optimizer (around each one's usual range for a small LM; LR_POINTS=1
+# keeps the middle one). Muon's auxiliary AdamW (embedding, head, norm gains) keeps --adam-lr 3e-3 throughout.
+declare -A LRS=(
+  [adamw]="1e-3 3e-3 1e-2"
+  [muon]="1e-2 2e-2 5e-2"
+  [lion]="3e-4 1e-3 3e-3"
+  [adan]="3e-3 1e-2 3e-2"
+  [mars]="1e-3 3e-3 1e-2"
+  [soap]="1e-3 3e-3 1e-2"
+)
+declare -A EXTRA=([muon]="--adam-lr 3e-3")
+OPTIMIZERS="adamw muon lion adan mars soap"
+SETTINGS="sync 2bw 2bw_ef pd2 pd4"
+
+mkdir -p "$work" "$results"
+corpus="$work/fortunes.txt"
+[ -s "$corpus" ] || "$root/run/prepare_fortunes.sh" "$corpus" >/dev/null
+
+COMMON=(--data "$corpus" "${MODEL[@]}" --untie-embeddings-and-output-weights --train-iters "$ITERS"
+        --lr-warmup-iters "$WARMUP" --lr-decay-style cosine --clip-grad 1.0 --eval-interval "$EVAL_INTERVAL"
+        --eval-iters "$EVAL_ITERS" --log-interval "$ITERS")
+
+# The schedule flags of a setting. Equal tokens per optimizer step: MBS x M sequences everywhere.
+setting_flags() {
+  case "$1" in
+    sync)   echo "--schedule 1f1b --stages 2 --micro-batch-size $MBS --num-microbatches $M" ;;
+    2bw)    echo "--schedule 2bw --stages 2 --micro-batch-size $MBS --num-microbatches $M" ;;
+    2bw_ef) echo "--schedule 2bw --stages 2 --micro-batch-size $MBS --num-microbatches $M --delay-fix ef" ;;
+    pd2)    echo "--schedule pipedream --stages 2 --micro-batch-size $((MBS * M)) --num-microbatches 1" ;;
+    pd4)    echo "--schedule pipedream --stages 4 --micro-batch-size $((MBS * M)) --num-microbatches 1" ;;
+  esac
+}
+
+middle() { local a=($1); echo "${a[$(( ${#a[@]} / 2 ))]}"; }
+lrs_of() { if [ "$LR_POINTS" = 1 ]; then middle "${LRS[$1]}"; else echo "${LRS[$1]}"; fi; }
+min_lr() { python3 -c "print('%g' % ($1 / 10))"; }
+
+# One run: NAME then the flags. Its log and metrics land in $work; a run that finished is not repeated.
+run_one() {
+  local name=$1; shift
+  if [ -f "$work/$name.log" ] && grep -q '^final weights sha256' "$work/$name.log"; then return 0; fi
+  rm -f "$work/$name.jsonl"
+  if OPENBLAS_NUM_THREADS=1 "$NB" reference "${COMMON[@]}" "$@" --metrics "$work/$name.jsonl" \
+       >"$work/$name.log" 2>&1; then
+    echo "  done $name: $(grep '^final val_loss' "$work/$name.log")"
+  else
+    echo "  FAILED $name (diverged or error): $(tail -n 1 "$work/$name.log")"
+  fi
+}
+
+# Runs every line of a job list (NAME FLAGS...), $jobs at a time.
+run_all() {
+  local list=$1 pids=() line
+  while read -r line; do
+    [ -n "$line" ] || continue
+    # shellcheck disable=SC2086
+    run_one $line &
+    pids+=($!)
+    if [ "${#pids[@]}" -ge "$jobs" ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
+  done <"$list"
+  wait
+}
+
+start=$SECONDS
+echo "delay sweep, preset $preset: work in $work, $jobs runs at a time"
+
+# 1. The learning rate of each optimizer, on sync with seed 1.
+: >"$work/jobs_lr.txt"
+for opt in $OPTIMIZERS; do
+  for lr in $(lrs_of "$opt"); do
+    echo "lr_${opt}_${lr} --optimizer $opt --lr $lr --min-lr $(min_lr "$lr") ${EXTRA[$opt]:-} --seed 1 $(setting_flags sync)" \
+      >>"$work/jobs_lr.txt"
+  done
+done
+echo "1. tuning the learning rate on sync: $(wc -l <"$work/jobs_lr.txt") runs"
+run_all "$work/jobs_lr.txt"
+
+best_lr() {
+  local opt=$1 best="" best_loss="" lr loss
+  for lr in $(lrs_of "$opt"); do
+    loss=$(grep '^final val_loss' "$work/lr_${opt}_${lr}.log" 2>/dev/null | awk '{print $3}')
+    [ -n "$loss" ] || continue
+    if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if $loss < $best_loss else 1)"; then
+      best=$lr; best_loss=$loss
+    fi
+  done
+  echo "${best:-$(middle "${LRS[$opt]}")}"
+}
+
+# 2. Every optimizer at its tuned lr under every setting and seed (sync with seed 1 is the tuning run itself).
+: >"$work/jobs_main.txt"
+: >"$work/chosen_lr.txt"
+for opt in $OPTIMIZERS; do
+  lr=$(best_lr "$opt")
+  echo "$opt $lr" >>"$work/chosen_lr.txt"
+  for setting in $SETTINGS; do
+    for seed in $SEEDS; do
+      name="${opt}_${setting}_s${seed}"
+      if [ "$setting" = sync ] && [ "$seed" = 1 ] && [ -f "$work/lr_${opt}_${lr}.jsonl" ]; then
+        cp "$work/lr_${opt}_${lr}.log" "$work/$name.log"
+        cp "$work/lr_${opt}_${lr}.jsonl" "$work/$name.jsonl"
+        continue
+      fi
+      echo "$name --optimizer $opt --lr $lr --min-lr $(min_lr "$lr") ${EXTRA[$opt]:-} --seed $seed $(setting_flags "$setting")" \
+        >>"$work/jobs_main.txt"
+    done
+  done
+done
+echo "2. the sweep at the tuned learning rates: $(wc -l <"$work/jobs_main.txt") runs"
+run_all "$work/jobs_main.txt"
+
+# 3. The table and the plot.
+/usr/bin/python3 "$here/summarize_delay_sweep.py" --work "$work" --preset "$preset" --out "$results" \
+  --optimizers $OPTIMIZERS --settings $SETTINGS --seeds $SEEDS --lrs "$(for o in $OPTIMIZERS; do echo "$o=$(lrs_of "$o" | tr ' ' ,)"; done | tr '\n' ' ')" \
+  --config "$(printf '%s ' "${MODEL[@]}") global batch $((MBS * M)) x seq, $ITERS steps, warm-up $WARMUP, cosine to lr/10, clip 1.0" \
+  --minutes "$(( (SECONDS - start + 59) / 60 ))"

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The pipeline against its oracle for every optimizer and every delay mitigation (DESIGN section 2, "The oracle";
+# test_pipeline_equality.sh does the same for the schedules with AdamW). On the 5-layer model, 6 iterations:
+#   1. every optimizer (adamw muon lion adan mars soap) under every schedule, P = 3, m = 3;
+#   2. --delay-fix ef and taylor (2bw only) for P in {2, 3, 4} and m in {P, 2P}, the optimizer rotating so each
+#      one meets both fixes;
+#   3. --sync-start / --sync-cooldown with 2bw (with ef) and pipedream, P in {2, 4};
+# each run as `nobubble reference`, as `nobubble train --stages P` (in-process) and, with MPI, as
+# `mpirun -np P nobubble train`: the same final weights, optimizer state (delay-fix state included), validation
+# loss and weight versions held. Then checks that the mitigations do something: none, ef and taylor end on
+# three different weights; 2bw with every step synchronous (--sync-start = the run) is 1f1b's run exactly.
+source "$(dirname "$0")/lib.sh"
+make_corpus "$WORK/corpus.txt"
+FLAGS=(--data "$WORK/corpus.txt" "${TINY_FLAGS[@]}" --num-layers 5 --untie-embeddings-and-output-weights
+       --log-interval 100 --train-iters 6)
+[ "$HAVE_MPI" = 1 ] || echo "skip: nobubble is built without MPI or mpirun is missing: in-process runs only"
+OPTIMIZERS=(adamw muon lion adan mars soap)
+
+run() { run_logged 120 "$@"; }
+
+# check ID P FLAGS...: the reference, the in-process pipeline and (with MPI) mpirun -np P agree.
+check() {
+  local id=$1 p=$2
+  shift 2
+  run "ref_$id" "$NB" reference "${FLAGS[@]}" "$@" --stages "$p"
+  run "inproc_$id" "$NB" train "${FLAGS[@]}" "$@" --stages "$p"
+  equal "in-process $id" "$WORK/ref_$id.log" "$WORK/inproc_$id.log"
+  if [ "$HAVE_MPI" = 1 ]; then
+    run "mpi_$id" mpirun --oversubscribe -np "$p" "$NB" train "${FLAGS[@]}" "$@"
+    equal "mpirun -np $p $id" "$WORK/ref_$id.log" "$WORK/mpi_$id.log"
+  fi
+}
+
+start=$SECONDS
+for opt in "${OPTIMIZERS[@]}"; do
+  for schedule in gpipe 1f1b 2bw pipedream; do
+    check "${opt}_${schedule}" 3 --optimizer "$opt" --schedule "$schedule" --num-microbatches 3
+  done
+done
+
+k=0
+for fix in ef taylor; do
+  for p in 2 3 4; do
+    for m in "$p" $((2 * p)); do
+      opt=${OPTIMIZERS[$((k % ${#OPTIMIZERS[@]}))]}
+      k=$((k + 1))
+      check "2bw_${fix}_${opt}_p${p}_m${m}" "$p" --schedule 2bw --delay-fix "$fix" --taylor-lambda 0.5 \
+        --optimizer "$opt" --num-microbatches "$m"
+    done
+  done
+done
+
+for p in 2 4; do
+  for sync in "--sync-start 2" "--sync-cooldown 2" "--sync-start 1 --sync-cooldown 2"; do
+    id=$(echo "$sync" | tr -d ' -')
+    # shellcheck disable=SC2086
+    check "2bw_ef_${id}_p${p}" "$p" --schedule 2bw --delay-fix ef --num-microbatches "$p" $sync
+    # shellcheck disable=SC2086
+    check "pipedream_${id}_p${p}" "$p" --schedule pipedream --optimizer lion --num-microbatches "$p" $sync
+  done
+done
+echo "matrix: $((SECONDS - start)) s"
+
+# The fixes change the result: none, ef and taylor on the same run end on three different weights.
+none=$(hash_of "$WORK/ref_adamw_2bw.log")
+run ef_p3 "$NB" reference "${FLAGS[@]}" --schedule 2bw --num-microbatches 3 --stages 3 --delay-fix ef
+run taylor_p3 "$NB" reference "${FLAGS[@]}" --schedule 2bw --num-microbatches 3 --stages 3 --delay-fix taylor
+ef=$(hash_of "$WORK/ef_p3.log")
+taylor=$(hash_of "$WORK/taylor_p3.log")
+[ -n "$none" ] && [ -n "$ef" ] && [ -n "$taylor" ] && [ "$none" != "$ef" ] && [ "$none" != "$taylor" ] \
+  && [ "$ef" != "$taylor" ] && pass "none, ef and taylor differ" || fail "none $none ef $ef taylor $taylor"
+
+# Every step synchronous: 2bw is 1f1b, and ef (which acts on asynchronous steps only) changes nothing. Without
+# clipping, since 1f1b clips globally and 2bw per stage.
+run all_sync "$NB" reference "${FLAGS[@]}" --clip-grad 0 --schedule 2bw --num-microbatches 3 --stages 3 \
+  --sync-start 6 --delay-fix ef
+run one_f_one_b "$NB" reference "${FLAGS[@]}" --clip-grad 0 --schedule 1f1b --num-microbatches 3 --stages 3
+[ -n "$(hash_of "$WORK/all_sync.log")" ] && [ "$(hash_of "$WORK/all_sync.log")" = "$(hash_of "$WORK/one_f_one_b.log")" ] \
+  && pass "2bw with --sync-start = every step is 1f1b" \
+  || fail "all-sync 2bw $(hash_of "$WORK/all_sync.log") vs 1f1b $(hash_of "$WORK/one_f_one_b.log")"
+finish

@@ -1,0 +1,121 @@
+"""Oracle for the delay fixes (optim/delay_fix.cpp, --delay-fix none | ef | taylor) around AdamW, replayed in torch.
+
+    /usr/bin/python3 tests/oracle/test_optim_delay_fix.py --dump <dump_optimizer> --nobubble <ignored> --workdir <dir>
+
+dump_optimizer --mode delay_fix trains W on the quadratic f(W) = 0.5 * sum(a * (W - c)^2) (per parameter; a > 0 and
+c fixed random, written to the dump), gradient a * (W - c), with our AdamW (make_optimizer "adamw") under
+DelayFix::step. Steps k < --sync-steps are synchronous: the gradient is taken at W_k. The others simulate 2BW: the
+gradient of step k is taken at W_{max(k-1, 0)} (stale), and DelayFix::step gets asynchronous = true and the stale
+weights (none at k = 0).
+
+The rules, written out below with torch.optim.AdamW (betas (0.9, 0.95), eps 1e-8, weight decay 0.1 and none on
+norm gains: param groups) as the inner optimizer. u_k = W_k - AdamW_step(W_k, g_k), the optimizer's own update
+(computed here by stepping torch's AdamW on a copy of W_k):
+  none:    W_{k+1} = W_k - u_k                                      (every step)
+  ef:      W_{k+1} = W_k - 2 u_k + u_{k-1}, u_{-1} = 0                (asynchronous steps; update-level Error
+           Feedback. Synchronous steps update plainly, and their u_k still feeds the next step's u_{k-1})
+  taylor:  g~ = g + lambda * g * g * (W_k - W_stale), then a plain AdamW step with g~   (DC-ASGD's first-order
+           compensation; asynchronous steps with stale weights only)
+
+Runs, 12 steps each, lr peak 1e-2 (warm-up + cosine):
+  none_sync            all steps synchronous: must equal plain AdamW with fresh gradients
+  none_async           2BW-stale gradients, no fix: plain AdamW on stale gradients
+  ef, ef_sync_start    ef from step 0; ef after 3 synchronous steps
+  taylor, taylor_sync_start   lambda 20 (AdamW normalises most of the compensation away: lambda 0.5 moves the
+                       weights by only ~5e-5 of their size here, 20 by ~6e-3) from step 0; after 3 synchronous steps
+Compared: final weights, AdamW's exp_avg.* / exp_avg_sq.*, ef's ef_update.* (u of the last step); tolerance 1e-5.
+Each fix must also move the weights measurably away from the unfixed run (else this test could not tell).
+"""
+import torch
+
+import optim_oracle as oo
+
+LR = 1e-2
+BETAS = (0.9, 0.95)
+EPS = 1e-8
+WD = 0.1
+STEPS = 12
+
+
+def gradient(a, c, w):
+    """a * (W - c), in float32, in the order dump_optimizer computes it."""
+    return [ai * (wi - ci) for ai, wi, ci in zip(a, w, c)]
+
+
+def replay(case, kind, lam, sync_steps):
+    a = oo.read_set(case.file(case.m["quad_a"]), case.params)
+    c = oo.read_set(case.file(case.m["quad_c"]), case.params)
+    w = oo.clones(case.weights_init)
+    prev = oo.clones(w)  # W_{k-1} (W_0 at k = 0)
+    params = [t.clone() for t in w]  # torch AdamW's parameters; each step loads W_k into them
+    r = oo.lr32
+    opt = torch.optim.AdamW(
+        [{"params": [p for i, p in enumerate(params) if case.decays(i)], "weight_decay": r(WD)},
+         {"params": [p for i, p in enumerate(params) if not case.decays(i)], "weight_decay": 0.0}],
+        lr=case.lrs[0], betas=(r(BETAS[0]), r(BETAS[1])), eps=r(EPS), foreach=False)
+    u_prev = [torch.zeros_like(t) for t in w]
+    for k in range(case.steps):
+        asynchronous = k >= sync_steps
+        g = gradient(a, c, prev if asynchronous else w)
+        if kind == "taylor" and asynchronous:
+            stale = prev if k > 0 else w  # at k = 0 the gradient was computed at W_0 itself
+            g = [gi + lam * gi * gi * (wi - si) for gi, wi, si in zip(g, w, stale)]
+        for p, wi, gi in zip(params, w, g):
+            p.copy_(wi)
+            p.grad = gi
+        for group in opt.param_groups:
+            group["lr"] = case.lrs[k]
+        opt.step()
+        stepped = [p.detach().clone() for p in params]  # W_k - u_k
+        u = [wi - si for wi, si in zip(w, stepped)]
+        if kind == "ef" and asynchronous:
+            new_w = [wi - 2 * ui + upi for wi, ui, upi in zip(w, u, u_prev)]
+        else:
+            new_w = stepped
+        u_prev = u
+        prev, w = w, new_w
+    state = {}
+    for i, (name, p) in enumerate(zip(case.names, params)):
+        state[f"exp_avg.{name}"] = opt.state[p]["exp_avg"]
+        state[f"exp_avg_sq.{name}"] = opt.state[p]["exp_avg_sq"]
+        if kind == "ef":
+            state[f"ef_update.{name}"] = u_prev[i]
+    return w, state
+
+
+def main():
+    args = oo.parse_args(__doc__)
+    checker = oo.Checker()
+    runs = [
+        ("none_sync", "none", 0.04, STEPS),
+        ("none_async", "none", 0.04, 0),
+        ("ef", "ef", 0.04, 0),
+        ("ef_sync_start", "ef", 0.04, 3),
+        ("taylor", "taylor", 20.0, 0),
+        ("taylor_sync_start", "taylor", 20.0, 3),
+    ]
+    unfixed = {}
+    for label, kind, lam, sync_steps in runs:
+        flags = ["--mode", "delay_fix", "--optimizer", "adamw", "--lr", LR, "--steps", STEPS,
+                 "--beta1", BETAS[0], "--beta2", BETAS[1], "--eps", EPS, "--weight-decay", WD,
+                 "--delay-fix", kind, "--taylor-lambda", lam, "--sync-steps", sync_steps]
+        case = oo.Case(args.dump, f"{args.workdir}/{label}", flags)
+        ref_weights, ref_state = replay(case, kind, lam, sync_steps)
+        checker.compare_case(label, case, ref_weights, ref_state)
+        # How far the fix moves the weights from the same run without it (the oracle's own two runs).
+        if kind == "none":
+            unfixed[sync_steps] = ref_weights
+        else:
+            base = unfixed.get(0) if sync_steps == 0 else replay(case, "none", lam, sync_steps)[0]
+            effect = max(oo.relative_error(a, b) for a, b in zip(ref_weights, base))
+            ok = effect > 100 * checker.tolerance
+            checker.record(label, f"effect of {kind} vs none (must be > {100 * checker.tolerance:g})", effect, ok)
+    # The synchronous and the stale runs must differ too, or the 2BW simulation would not be exercised.
+    effect = max(oo.relative_error(a, b) for a, b in zip(unfixed[STEPS], unfixed[0]))
+    checker.record("none_async", f"stale vs fresh gradients (must be > {100 * checker.tolerance:g})", effect,
+                   effect > 100 * checker.tolerance)
+    checker.finish()
+
+
+if __name__ == "__main__":
+    main()
