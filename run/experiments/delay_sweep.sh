@@ -21,7 +21,8 @@
 #   default  about an hour on 2 cores (76 runs of 300 steps)
 #   large    several hours: a wider model, 600 steps, three seeds
 # Results: DIR/delay_sweep_<preset>.md (the table, the lr tuning), .csv and .png (validation-loss curves).
-# Runs are resumable: a run whose log ends in success is not repeated (delete --work to start over).
+# Runs are resumable: a run that finished with the same flags is not repeated (delete --work to start over); a
+# changed grid or preset reruns what it changes (for example the runs of an optimizer whose tuned lr moved).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -62,14 +63,14 @@ case "$preset" in
 esac
 
 # The learning rates tried on sync, per optimizer (around each one's usual range for a small LM; LR_POINTS=1
-# keeps the middle one). Muon's auxiliary AdamW (embedding, head, norm gains) keeps --adam-lr 3e-3 throughout.
+# keeps the middle one). SOAP's grid reaches further up: its best value was the largest of three at first. Muon's auxiliary AdamW (embedding, head, norm gains) keeps --adam-lr 3e-3 throughout.
 declare -A LRS=(
   [adamw]="1e-3 3e-3 1e-2"
   [muon]="1e-2 2e-2 5e-2"
   [lion]="3e-4 1e-3 3e-3"
   [adan]="3e-3 1e-2 3e-2"
   [mars]="1e-3 3e-3 1e-2"
-  [soap]="1e-3 3e-3 1e-2"
+  [soap]="1e-3 3e-3 1e-2 3e-2"
 )
 declare -A EXTRA=([muon]="--adam-lr 3e-3")
 OPTIMIZERS="adamw muon lion adan mars soap"
@@ -98,11 +99,14 @@ middle() { local a=($1); echo "${a[$(( ${#a[@]} / 2 ))]}"; }
 lrs_of() { if [ "$LR_POINTS" = 1 ]; then middle "${LRS[$1]}"; else echo "${LRS[$1]}"; fi; }
 min_lr() { python3 -c "print('%g' % ($1 / 10))"; }
 
-# One run: NAME then the flags. Its log and metrics land in $work; a run that finished is not repeated.
+# One run: NAME then the flags. Its log and metrics land in $work; a run that finished with the same flags
+# (NAME.flags) is not repeated.
 run_one() {
   local name=$1; shift
-  if [ -f "$work/$name.log" ] && grep -q '^final weights sha256' "$work/$name.log"; then return 0; fi
+  if [ -f "$work/$name.log" ] && grep -q '^final weights sha256' "$work/$name.log" \
+     && [ "$(cat "$work/$name.flags" 2>/dev/null)" = "$*" ]; then return 0; fi
   rm -f "$work/$name.jsonl"
+  echo "$*" >"$work/$name.flags"
   if OPENBLAS_NUM_THREADS=1 "$NB" reference "${COMMON[@]}" "$@" --metrics "$work/$name.jsonl" \
        >"$work/$name.log" 2>&1; then
     echo "  done $name: $(grep '^final val_loss' "$work/$name.log")"
@@ -160,8 +164,7 @@ for opt in $OPTIMIZERS; do
     for seed in $SEEDS; do
       name="${opt}_${setting}_s${seed}"
       if [ "$setting" = sync ] && [ "$seed" = 1 ] && [ -f "$work/lr_${opt}_${lr}.jsonl" ]; then
-        cp "$work/lr_${opt}_${lr}.log" "$work/$name.log"
-        cp "$work/lr_${opt}_${lr}.jsonl" "$work/$name.jsonl"
+        for ext in log jsonl flags; do cp "$work/lr_${opt}_${lr}.$ext" "$work/$name.$ext" 2>/dev/null || true; done
         continue
       fi
       echo "$name --optimizer $opt --lr $lr --min-lr $(min_lr "$lr") ${EXTRA[$opt]:-} --seed $seed $(setting_flags "$setting")" \
