@@ -395,3 +395,29 @@ TEST_CASE("adamw_update: 3 steps match the CPU (torch's arithmetic) to <= 2 ulps
     CHECK_THROWS_AS(ops.adamw_update(bad, pd, md, vd, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1), std::invalid_argument);
     CHECK_THROWS_AS(ops.adamw_update(pd, pd, md, vd, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 0), std::invalid_argument);
 }
+
+TEST_CASE("delay_compensate: f32 and bf16 stale weights match the CPU bit for bit") {
+    // grad += ((lambda*grad)*grad)*(w - stale), each operation rounded as on the CPU. A bf16 stale copy widens
+    // exactly, so the CPU given the same widened values must agree to the bit.
+    CudaOps& ops = cuda_ops();
+    CpuOps cpu;
+    const Shape shape = {517, 33};
+    const Tensor w = randn_host(shape, 801, 0.05f);
+    const Tensor stale32 = randn_host(shape, 802, 0.05f);
+    const Tensor g0 = randn_host(shape, 803, 0.01f);
+    Tensor stale16 = ops.empty(shape, DType::bf16);
+    ops.cast(stale16, to_cuda_f32(stale32, ops));
+    Tensor stale16_widened = ops.empty(shape, DType::f32);
+    ops.cast(stale16_widened, stale16);
+    const Tensor stale16_host = stale16_widened.to(Device::cpu);
+    for (const bool bf16 : {false, true}) {
+        CAPTURE(bf16);
+        Tensor g = g0.clone();
+        cpu.delay_compensate(g, w, bf16 ? stale16_host : stale32, 0.5f);
+        Tensor gd = to_cuda_f32(g0, ops);
+        ops.delay_compensate(gd, to_cuda_f32(w, ops), bf16 ? stale16 : to_cuda_f32(stale32, ops), 0.5f);
+        int64_t differ = 0;
+        CHECK(max_ulp_distance(gd, g, &differ) == 0);
+        CHECK(differ == 0);
+    }
+}
