@@ -306,9 +306,10 @@ ReferenceSummary run_reference(const TrainOptions& o, std::FILE* log) {
     for (const auto& st : run.stages()) params += st->model.layout().total_numel();
     const int64_t steps = optimizer_steps(parse_schedule(o.schedule), o.train_iters, o.num_microbatches);
     fmt::print(log, "nobubble reference: --schedule {} on {} stages ({}), model {} ({} parameters) on {}, "
-               "{} train windows, {} tokens per iteration, {} optimizer steps\n",
+               "{} train windows, {} tokens per iteration, {} optimizer steps, {}\n",
                o.schedule, o.stages, describe_cut(run.stages()), o.model.preset, params,
-               device_name(backend->device()), data->train->num_windows(), o.tokens_per_iter(), steps);
+               device_name(backend->device()), data->train->num_windows(), o.tokens_per_iter(), steps,
+               o.describe_update_rule());
 
     ReferenceSummary summary;
     double train_seconds = 0;

@@ -75,4 +75,12 @@ void TrainOptions::validate_delay_mitigations(int64_t optimizer_steps) const {
                                      schedule == "pipedream" ? " (pipedream: one step per microbatch)" : ""));
 }
 
+std::string TrainOptions::describe_update_rule() const {
+    std::string rule = "--optimizer " + optimizer.name;
+    if (delay_fix.kind != "none") rule += " --delay-fix " + delay_fix.kind;
+    if (sync_start > 0) rule += fmt::format(" --sync-start {}", sync_start);
+    if (sync_cooldown > 0) rule += fmt::format(" --sync-cooldown {}", sync_cooldown);
+    return rule;
+}
+
 }  // namespace nb

@@ -64,6 +64,9 @@ struct TrainOptions {
     // --delay-fix ef/taylor with 2bw only; --sync-start/--sync-cooldown >= 0, with 2bw or pipedream only, and
     // together at most the run's `optimizer_steps`.
     void validate_delay_mitigations(int64_t optimizer_steps) const;
+    // "--optimizer muon --delay-fix ef --sync-start 5": the update rule, for the runs' header lines (the delay
+    // flags only where they are set).
+    std::string describe_update_rule() const;
 };
 
 }  // namespace nb

@@ -60,9 +60,9 @@ TrainSummary run_training(const TrainOptions& o, std::FILE* log) {
     LrSchedule schedule(o.lr, o.train_iters);
     MicrobatchReader reader(o);
 
-    fmt::print(log, "nobubble: model {} ({} parameters) on {}, {} train windows, {} tokens per iteration\n",
+    fmt::print(log, "nobubble: model {} ({} parameters) on {}, {} train windows, {} tokens per iteration, {}\n",
                o.model.preset, model.layout().total_numel(), device_name(device), data->train->num_windows(),
-               o.tokens_per_iter());
+               o.tokens_per_iter(), o.describe_update_rule());
 
     TrainSummary summary;
     double train_seconds = 0;
