@@ -16,9 +16,11 @@
 # computes the same bits as `mpirun -np P nobubble train` (tests/cli/test_pipeline_equality.sh) and runs
 # several at once on a small machine.
 #
-# Usage: run/experiments/delay_sweep.sh [--preset smoke|default|large] [--jobs N] [--work DIR] [--results DIR]
+# Usage: run/experiments/delay_sweep.sh [--preset smoke|default|long|large] [--jobs N] [--work DIR] [--results DIR]
 #   smoke    a minute: the machinery only, numbers meaningless (tests/cli/test_delay_sweep.sh runs it)
 #   default  about an hour on 2 cores (76 runs of 300 steps)
+#   long     about 25 minutes: does the gap close with training? The default model 4x longer (1200 steps),
+#            adamw and muon at the default preset's tuned lrs, sync / 2bw / 2bw_ef, one seed
 #   large    several hours: a wider model, 600 steps, three seeds
 # Results: DIR/delay_sweep_<preset>.md (the table, the lr tuning), .csv and .png (validation-loss curves).
 # Runs are resumable: a run that finished with the same flags is not repeated (delete --work to start over); a
@@ -56,10 +58,14 @@ case "$preset" in
     MODEL=(--model tiny --hidden-size 128 --ffn-hidden-size 384 --num-layers 4 --num-attention-heads 4
            --num-query-groups 2 --seq-length 128)
     MBS=4; M=4; ITERS=300; WARMUP=20; EVAL_INTERVAL=25; EVAL_ITERS=4; SEEDS="1 2"; LR_POINTS=3 ;;
+  long)
+    MODEL=(--model tiny --hidden-size 128 --ffn-hidden-size 384 --num-layers 4 --num-attention-heads 4
+           --num-query-groups 2 --seq-length 128)
+    MBS=4; M=4; ITERS=1200; WARMUP=20; EVAL_INTERVAL=100; EVAL_ITERS=4; SEEDS="1"; LR_POINTS=1 ;;
   large)
     MODEL=(--model tiny --num-layers 4 --seq-length 256)
     MBS=4; M=4; ITERS=600; WARMUP=30; EVAL_INTERVAL=50; EVAL_ITERS=8; SEEDS="1 2 3"; LR_POINTS=3 ;;
-  *) echo "nobubble: error: unknown --preset '$preset' (valid: smoke, default, large)" >&2; exit 2 ;;
+  *) echo "nobubble: error: unknown --preset '$preset' (valid: smoke, default, long, large)" >&2; exit 2 ;;
 esac
 
 # The learning rates tried on sync, per optimizer (around each one's usual range for a small LM; LR_POINTS=1
@@ -75,6 +81,12 @@ declare -A LRS=(
 declare -A EXTRA=([muon]="--adam-lr 3e-3")
 OPTIMIZERS="adamw muon lion adan mars soap"
 SETTINGS="sync 2bw 2bw_ef pd2 pd4"
+if [ "$preset" = long ]; then  # no tuning: the lrs the default preset chose (docs/results/delay_sweep_default.md)
+  LRS[adamw]=3e-3
+  LRS[muon]=2e-2
+  OPTIMIZERS="adamw muon"
+  SETTINGS="sync 2bw 2bw_ef"
+fi
 
 mkdir -p "$work" "$results"
 corpus="$work/fortunes.txt"
