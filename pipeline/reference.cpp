@@ -279,7 +279,7 @@ std::string describe_cut(const std::vector<std::unique_ptr<Stage>>& stages) {
     return nb::describe_cut(cut);
 }
 
-// The fingerprints of pipeline/state_hash.h: every stage's master weights, and every stage's AdamW state.
+// The fingerprints of pipeline/state_hash.h: every stage's master weights, and every stage's optimizer state.
 std::string weights_hash(const std::vector<std::unique_ptr<Stage>>& stages) {
     std::vector<std::vector<Tensor>> all;
     for (const auto& st : stages) all.push_back(st->master.tensors);

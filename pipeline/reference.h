@@ -2,7 +2,7 @@
 // "The oracle"). The pipeline executor, run on p processes, must end with the same bits as this.
 //
 // It implements the DESIGN table directly, and nothing else: the whole model in one process as p StageModels
-// (the cut of model/partition.h), each with its own f32 master weights, gradients and AdamW state, and an
+// (the cut of model/partition.h), each with its own f32 master weights, gradients and optimizer state, and an
 // explicit WeightHistory of the versions each stage still needs. No schedule action lists, no executor, no
 // transport: for every optimizer step the version each stage computes with comes from the formula alone
 // (weight_version below), each microbatch runs forward through stage 0..p-1 and backward through p-1..0, and

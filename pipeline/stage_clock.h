@@ -4,7 +4,7 @@
 // The runner times every task it runs (pipeline/stage_runner.h) and the time it spent blocked in between, as
 // TimedTask records on a clock shared by all stages (microseconds since a common origin, kept at nanosecond
 // resolution so that the events of one stage, which follow one another, never overlap in the trace):
-//   forward, backward, optimizer   the compute of the schedule's actions (optimizer: the AdamW step; norm: the
+//   forward, backward, optimizer   the compute of the schedule's actions (optimizer: the optimizer's step; norm: the
 //   norm, eval                     averaging and sums of squares that begin it, recorded on their own when the
 //                                  step then waits for the global clip's all-gather); evaluation forwards
 //   send_*, recv_*                 a send being handed to the transport; a receive being taken from it, at the

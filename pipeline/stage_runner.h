@@ -15,8 +15,10 @@
 //                     (std::logic_error otherwise), so the sum is the oracle's, bit for bit;
 //   optimizer step    scale by 1/m (m > 1; pipedream steps on single microbatches), clip by the norm of
 //                     --clip-scope (global: the per-parameter sums of squares of every stage, all-gathered and
-//                     added in canonical order, optim/grad_clip.h; stage: this stage's own), AdamW at the
-//                     learning rate of the step (the schedule counts optimizer steps), making the next version.
+//                     added in canonical order, optim/grad_clip.h; stage: this stage's own), then the stage's
+//                     optimizer (optim/stage_optimizer.h: --optimizer, with --delay-fix on asynchronous steps;
+//                     taylor reads the stale version first, which is then let go) at the learning rate of the
+//                     step (the schedule counts optimizer steps), making the next version.
 //
 // It also measures itself (pipeline/stage_clock.h): every task it runs and every stretch it spends blocked is
 // timed on a clock shared by the stages, so that its reports carry its busy and wall time and the most bytes of

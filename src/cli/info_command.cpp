@@ -35,6 +35,7 @@ int print_info(const InfoFlags& f) {
                c.head_dim(), c.tie_embeddings ? "tied" : "untied");
     fmt::print("pipeline plan: {} stage(s); memory in fp32: weights + grads + AdamW m, v = 16 bytes/parameter;\n",
                f.stages);
+    fmt::print("  (other optimizers: muon about 12, lion 12, adan 24, mars 20, soap 16 plus its d x d factors)\n");
     fmt::print("  activations per microbatch of {} x {} tokens\n", f.micro_batch_size, f.seq_length);
     fmt::print("  {:>5}  {:<24} {:>14}  {:>12}  {:>14}\n", "stage", "layers", "parameters", "state MiB",
                "act MiB/mb");
