@@ -93,7 +93,8 @@ def main():
         f"Model and data: {args.config}; fortunes corpus (bytes), final validation loss in nats per byte.",
         f"Seeds: {' '.join(args.seeds)}. Each cell: mean over seeds ± half the range over seeds; "
         "the gap is the setting's mean minus sync's mean (positive: worse than sync).",
-        f"Produced by `run/experiments/delay_sweep.sh --preset {args.preset}` in {args.minutes} minutes.",
+        f"Produced by `run/experiments/delay_sweep.sh --preset {args.preset}`: {args.minutes} minutes of wall time "
+        "on the machine that ran it (runs resumed from an earlier call are not counted).",
         "",
         "| optimizer | lr | " + " | ".join(SETTING_LABELS.get(s, s) for s in args.settings) + " |",
         "|---|---:|" + "---:|" * len(args.settings),
@@ -124,7 +125,7 @@ def main():
     with open(base + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
 
-    cols = 3
+    cols = min(3, len(args.optimizers))
     nrows = (len(args.optimizers) + cols - 1) // cols
     fig, axes = plt.subplots(nrows, cols, figsize=(5 * cols, 3.6 * nrows), squeeze=False, sharey=True)
     for k, opt in enumerate(args.optimizers):
