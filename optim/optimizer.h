@@ -1,7 +1,9 @@
-// Optimizer: the interface every per-stage optimizer implements (AdamW now; Muon, Lion, Adan, MARS, SOAP later).
+// Optimizer: the interface every per-stage optimizer implements (AdamW, Muon, Lion, Adan, MARS, SOAP; each in its
+// own file here, built by optim/make_optimizer.h, and wrapped with the delay fix by optim/stage_optimizer.h).
 //
-// An optimizer owns its state (moments, momentum buffers, preconditioners) as TensorSets over the stage's
-// ParamLayout, so the state lives next to the weights it updates and is easy to account for and to save.
+// An optimizer owns its state (moments, momentum buffers, preconditioners) as tensors per parameter of the
+// stage's ParamLayout (optim/optimizer_state.h), so the state lives next to the weights it updates and is easy
+// to account for and to save.
 // It does not own weights or gradients: the stage passes them in, already clipped, at each step.
 //
 //   weights <- update(weights, grads, state, lr, t)      t = steps_taken() + 1 during the step
