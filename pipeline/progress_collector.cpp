@@ -115,9 +115,11 @@ void ProgressCollector::print_iteration(int64_t t, const std::vector<StageReport
     std::vector<std::vector<double>> sums;
     for (const StageReport& r : reports) sums.push_back(r.sum_squares);
 
-    const auto now = Clock::now();
-    const double seconds = std::chrono::duration<double>(now - last_done_).count();
-    last_done_ = now;
+    // The iteration's time is the last stage's own: its wall time since its previous report, on the clock the
+    // stages share. (Timing the arrival of the reports here would not do: in one process a stage that never
+    // blocks runs several iterations before its reports are read, and they would arrive 0 ms apart.)
+    const double seconds = last.wall_s > 0 ? last.wall_s : std::chrono::duration<double>(Clock::now() - last_done_).count();
+    last_done_ = Clock::now();
     train_seconds_ += seconds;
     const int64_t last_step = (t + 1) * setup_.steps_per_iteration() - 1;
     IterationReport line{t + 1,
