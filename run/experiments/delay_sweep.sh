@@ -20,7 +20,7 @@
 #   smoke    a minute: the machinery only, numbers meaningless (tests/cli/test_delay_sweep.sh runs it)
 #   default  about an hour on 2 cores (76 runs of 300 steps)
 #   long     about 25 minutes: does the gap close with training? The default model 4x longer (1200 steps),
-#            adamw and muon at the default preset's tuned lrs, sync / 2bw / 2bw_ef, one seed
+#            adamw and muon at the default preset's tuned lrs, sync / 2bw / 2bw_ef, two seeds
 #   large    several hours: a wider model, 600 steps, three seeds
 # Results: DIR/delay_sweep_<preset>.md (the table, the lr tuning), .csv and .png (validation-loss curves).
 # Runs are resumable: a run that finished with the same flags is not repeated (delete --work to start over); a
@@ -61,7 +61,7 @@ case "$preset" in
   long)
     MODEL=(--model tiny --hidden-size 128 --ffn-hidden-size 384 --num-layers 4 --num-attention-heads 4
            --num-query-groups 2 --seq-length 128)
-    MBS=4; M=4; ITERS=1200; WARMUP=20; EVAL_INTERVAL=100; EVAL_ITERS=4; SEEDS="1"; LR_POINTS=1 ;;
+    MBS=4; M=4; ITERS=1200; WARMUP=20; EVAL_INTERVAL=100; EVAL_ITERS=4; SEEDS="1 2"; LR_POINTS=1 ;;
   large)
     MODEL=(--model tiny --num-layers 4 --seq-length 256)
     MBS=4; M=4; ITERS=600; WARMUP=30; EVAL_INTERVAL=50; EVAL_ITERS=8; SEEDS="1 2 3"; LR_POINTS=3 ;;
