@@ -4,8 +4,6 @@
 // Files in DIR, raw little-endian float32, each holding all parameters concatenated in layout order:
 //   weights_init.f32, grads_<k>.f32 (k = 0..9, before clipping), weights_final.f32, exp_avg_final.f32,
 //   exp_avg_sq_final.f32; and manifest.json naming the parameters, hyperparameters, lrs and our grad norms.
-#include <bit>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -22,9 +20,10 @@
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
 
-using namespace nb;
+#include "dump_files.h"
 
-static_assert(std::endian::native == std::endian::little, "the dump format is little-endian float32");
+using namespace nb;
+using namespace nb::oracle;
 
 constexpr int kSteps = 10;
 constexpr double kMaxGradNorm = 1.0;
@@ -40,46 +39,6 @@ static ParamLayout make_layout() {
     layout.add({"final_norm", {9}, ParamKind::norm_gain});
     layout.add({"head", {5, 7}, ParamKind::output_head});
     return layout;
-}
-
-// Norm gains start near 1, matrices near 0, as a model would.
-static TensorSet initial_weights(const ParamLayout& layout, std::mt19937& rng) {
-    std::uniform_real_distribution<float> uniform(-0.5f, 0.5f);
-    TensorSet w = TensorSet::zeros(layout);
-    for (int i = 0; i < layout.size(); ++i) {
-        const float base = layout[i].kind == ParamKind::norm_gain ? 1.0f : 0.0f;
-        float* p = w[i].f32();
-        for (int64_t j = 0; j < w[i].numel(); ++j) p[j] = base + uniform(rng);
-    }
-    return w;
-}
-
-// Uniform(-1, 1) has variance 1/3, so scaling by target / sqrt(numel / 3) gives a norm close to `target`.
-static TensorSet random_grads(const ParamLayout& layout, std::mt19937& rng, double target_norm) {
-    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    const float scale = static_cast<float>(target_norm / std::sqrt(static_cast<double>(layout.total_numel()) / 3.0));
-    TensorSet g = TensorSet::zeros(layout);
-    for (int i = 0; i < layout.size(); ++i) {
-        float* p = g[i].f32();
-        for (int64_t j = 0; j < g[i].numel(); ++j) p[j] = scale * uniform(rng);
-    }
-    return g;
-}
-
-static void write_f32(const std::string& path, const TensorSet& set) {
-    std::FILE* f = std::fopen(path.c_str(), "wb");
-    if (!f) throw std::runtime_error("cannot open " + path + " for writing: " + std::strerror(errno));
-    for (const Tensor& t : set.tensors)
-        if (std::fwrite(t.f32(), sizeof(float), static_cast<size_t>(t.numel()), f) != static_cast<size_t>(t.numel()))
-            throw std::runtime_error("short write to " + path);
-    if (std::fclose(f) != 0) throw std::runtime_error("cannot close " + path);
-}
-
-static void write_text(const std::string& path, const std::string& text) {
-    std::FILE* f = std::fopen(path.c_str(), "w");
-    if (!f) throw std::runtime_error("cannot open " + path + " for writing: " + std::strerror(errno));
-    std::fputs(text.c_str(), f);
-    if (std::fclose(f) != 0) throw std::runtime_error("cannot close " + path);
 }
 
 static std::string manifest_json(const ParamLayout& layout, const AdamWConfig& adam, const std::vector<float>& lrs,
@@ -132,7 +91,7 @@ int main(int argc, char** argv) {
         std::mt19937 rng(20240611);
 
         TensorSet weights = initial_weights(layout, rng);
-        write_f32(workdir + "/weights_init.f32", weights);
+        write_set(workdir + "/weights_init.f32", weights);
 
         LrScheduleConfig sched_cfg;
         sched_cfg.decay_style = "cosine";
@@ -148,16 +107,16 @@ int main(int argc, char** argv) {
         std::vector<double> norms;
         for (int k = 0; k < kSteps; ++k) {
             TensorSet grads = random_grads(layout, rng, kGradNorms[k]);
-            write_f32(fmt::format("{}/grads_{}.f32", workdir, k), grads);
+            write_set(fmt::format("{}/grads_{}.f32", workdir, k), grads);
             norms.push_back(clip_grad_norm(ops, grads, kMaxGradNorm));
             const float lr = static_cast<float>(schedule.lr_at(k));
             lrs.push_back(lr);
             adamw.step(ops, layout, weights, grads, lr);
         }
 
-        write_f32(workdir + "/weights_final.f32", weights);
-        write_f32(workdir + "/exp_avg_final.f32", adamw.m());
-        write_f32(workdir + "/exp_avg_sq_final.f32", adamw.v());
+        write_set(workdir + "/weights_final.f32", weights);
+        write_set(workdir + "/exp_avg_final.f32", adamw.m());
+        write_set(workdir + "/exp_avg_sq_final.f32", adamw.v());
         write_text(workdir + "/manifest.json", manifest_json(layout, adam_cfg, lrs, norms));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "dump_adamw: error: %s\n", e.what());

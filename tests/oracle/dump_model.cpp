@@ -18,8 +18,6 @@
 //   dact.<k>.f32                    d loss / d (output of layer k), from running the layers' backwards by hand
 // The layer-by-layer pass must reproduce forward_backward's loss and gradients bit for bit (ops are
 // deterministic); the manifest records whether it did.
-#include <bit>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -35,22 +33,17 @@
 #include "model_step.h"
 #include "rng.h"
 
-using namespace nb;
+#include "dump_files.h"
 
-static_assert(std::endian::native == std::endian::little, "the dump format is little-endian");
+using namespace nb;
+using nb::oracle::write_raw;
+using nb::oracle::write_text;
 
 namespace {
 
 constexpr uint64_t kInitSeed = 1234;
 constexpr uint64_t kGainSeed = 99;
 constexpr uint64_t kDataSeed = 2024;
-
-void write_raw(const std::string& path, const void* data, size_t bytes) {
-    std::FILE* f = std::fopen(path.c_str(), "wb");
-    if (!f) throw std::runtime_error("cannot open " + path + " for writing: " + std::strerror(errno));
-    if (bytes > 0 && std::fwrite(data, 1, bytes, f) != bytes) throw std::runtime_error("short write to " + path);
-    if (std::fclose(f) != 0) throw std::runtime_error("cannot close " + path);
-}
 
 void write_tensor(const std::string& dir, const std::string& file, const Tensor& t) {
     const void* p = t.dtype() == DType::f32 ? static_cast<const void*>(t.f32()) : static_cast<const void*>(t.i32());
@@ -184,10 +177,7 @@ int main(int argc, char** argv) {
             config.num_layers, config.num_heads, config.num_kv_heads, config.rope_theta, config.norm_eps,
             config.tie_embeddings, batch_size, seq_len, loss, same, fmt::join(params, ",\n"),
             fmt::join(act_entries, ",\n"));
-        std::FILE* f = std::fopen((workdir + "/manifest.json").c_str(), "w");
-        if (!f) throw std::runtime_error("cannot write " + workdir + "/manifest.json: " + std::strerror(errno));
-        std::fputs(manifest.c_str(), f);
-        if (std::fclose(f) != 0) throw std::runtime_error("cannot close manifest.json");
+        write_text(workdir + "/manifest.json", manifest);
         std::printf("dump_model: %s case, loss %.9g, %d params written to %s\n", tied ? "tied" : "untied", loss,
                     layout.size(), workdir.c_str());
     } catch (const std::exception& e) {

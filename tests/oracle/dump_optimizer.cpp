@@ -28,8 +28,6 @@
 //   soap_exp_avg_<param>.f32 (soap): the first moment in the original space after the last step.
 // manifest.json names the parameters (name, shape, kind, weight_decay), the lrs, the state tensors (name, file,
 // shape) and the SOAP extras.
-#include <bit>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -53,9 +51,10 @@
 #include "optim/optimizer_config.h"
 #include "optim/soap.h"
 
-using namespace nb;
+#include "dump_files.h"
 
-static_assert(std::endian::native == std::endian::little, "the dump format is little-endian float32");
+using namespace nb;
+using namespace nb::oracle;
 
 namespace {
 
@@ -75,59 +74,6 @@ ParamLayout make_layout() {
     return layout;
 }
 
-TensorSet uniform_set(const ParamLayout& layout, std::mt19937& rng, float lo, float hi, float norm_gain_base) {
-    std::uniform_real_distribution<float> uniform(lo, hi);
-    TensorSet t = TensorSet::zeros(layout);
-    for (int i = 0; i < layout.size(); ++i) {
-        const float base = layout[i].kind == ParamKind::norm_gain ? norm_gain_base : 0.0f;
-        float* p = t[i].f32();
-        for (int64_t j = 0; j < t[i].numel(); ++j) p[j] = base + uniform(rng);
-    }
-    return t;
-}
-
-// Norm gains start near 1, matrices near 0, as a model would.
-TensorSet initial_weights(const ParamLayout& layout, std::mt19937& rng) {
-    return uniform_set(layout, rng, -0.5f, 0.5f, 1.0f);
-}
-
-// Uniform(-1, 1) has variance 1/3, so scaling by target / sqrt(numel / 3) gives a norm close to `target`.
-TensorSet random_grads(const ParamLayout& layout, std::mt19937& rng, double target_norm) {
-    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    const float scale = static_cast<float>(target_norm / std::sqrt(static_cast<double>(layout.total_numel()) / 3.0));
-    TensorSet g = TensorSet::zeros(layout);
-    for (int i = 0; i < layout.size(); ++i) {
-        float* p = g[i].f32();
-        for (int64_t j = 0; j < g[i].numel(); ++j) p[j] = scale * uniform(rng);
-    }
-    return g;
-}
-
-void write_tensors(const std::string& path, const std::vector<const Tensor*>& tensors) {
-    std::FILE* f = std::fopen(path.c_str(), "wb");
-    if (!f) throw std::runtime_error("cannot open " + path + " for writing: " + std::strerror(errno));
-    for (const Tensor* t : tensors) {
-        if (t->dtype() != DType::f32) throw std::runtime_error(path + ": only f32 tensors can be dumped");
-        const Tensor host = t->to(Device::cpu);
-        if (std::fwrite(host.f32(), sizeof(float), static_cast<size_t>(host.numel()), f) !=
-            static_cast<size_t>(host.numel()))
-            throw std::runtime_error("short write to " + path);
-    }
-    if (std::fclose(f) != 0) throw std::runtime_error("cannot close " + path);
-}
-
-void write_set(const std::string& path, const TensorSet& set) {
-    std::vector<const Tensor*> ptrs;
-    for (const Tensor& t : set.tensors) ptrs.push_back(&t);
-    write_tensors(path, ptrs);
-}
-
-void write_text(const std::string& path, const std::string& text) {
-    std::FILE* f = std::fopen(path.c_str(), "w");
-    if (!f) throw std::runtime_error("cannot open " + path + " for writing: " + std::strerror(errno));
-    std::fputs(text.c_str(), f);
-    if (std::fclose(f) != 0) throw std::runtime_error("cannot close " + path);
-}
 
 std::string json_string(const std::string& s) {
     std::string out = "\"";

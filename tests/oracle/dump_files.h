@@ -1,0 +1,80 @@
+// What the C++ sides of the oracle tests (tests/oracle/dump_*.cpp) share: writing raw little-endian files for the
+// Python oracles to read, and the random weights and gradients of the optimizer dumps.
+#pragma once
+
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "model/params.h"
+#include "tensor.h"
+
+namespace nb::oracle {
+
+static_assert(std::endian::native == std::endian::little, "the dump format is little-endian");
+
+inline void write_raw(const std::string& path, const void* data, size_t bytes) {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f) throw std::runtime_error("cannot open " + path + " for writing: " + std::strerror(errno));
+    if (bytes > 0 && std::fwrite(data, 1, bytes, f) != bytes) throw std::runtime_error("short write to " + path);
+    if (std::fclose(f) != 0) throw std::runtime_error("cannot close " + path);
+}
+
+inline void write_text(const std::string& path, const std::string& text) {
+    write_raw(path, text.data(), text.size());
+}
+
+// f32 tensors (copied to the host first) concatenated into one file.
+inline void write_tensors(const std::string& path, const std::vector<const Tensor*>& tensors) {
+    std::vector<float> all;
+    for (const Tensor* t : tensors) {
+        if (t->dtype() != DType::f32) throw std::runtime_error(path + ": only f32 tensors can be dumped");
+        const Tensor host = t->to(Device::cpu);
+        all.insert(all.end(), host.f32(), host.f32() + host.numel());
+    }
+    write_raw(path, all.data(), all.size() * sizeof(float));
+}
+
+// Every tensor of a set, in layout order.
+inline void write_set(const std::string& path, const TensorSet& set) {
+    std::vector<const Tensor*> tensors;
+    for (const Tensor& t : set.tensors) tensors.push_back(&t);
+    write_tensors(path, tensors);
+}
+
+// Uniform(lo, hi) per element, plus `norm_gain_base` on norm gains.
+inline TensorSet uniform_set(const ParamLayout& layout, std::mt19937& rng, float lo, float hi, float norm_gain_base) {
+    std::uniform_real_distribution<float> uniform(lo, hi);
+    TensorSet t = TensorSet::zeros(layout);
+    for (int i = 0; i < layout.size(); ++i) {
+        const float base = layout[i].kind == ParamKind::norm_gain ? norm_gain_base : 0.0f;
+        float* p = t[i].f32();
+        for (int64_t j = 0; j < t[i].numel(); ++j) p[j] = base + uniform(rng);
+    }
+    return t;
+}
+
+// Norm gains start near 1, matrices near 0, as a model would.
+inline TensorSet initial_weights(const ParamLayout& layout, std::mt19937& rng) {
+    return uniform_set(layout, rng, -0.5f, 0.5f, 1.0f);
+}
+
+// Uniform(-1, 1) has variance 1/3, so scaling by target / sqrt(numel / 3) gives a norm close to `target`.
+inline TensorSet random_grads(const ParamLayout& layout, std::mt19937& rng, double target_norm) {
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    const float scale = static_cast<float>(target_norm / std::sqrt(static_cast<double>(layout.total_numel()) / 3.0));
+    TensorSet g = TensorSet::zeros(layout);
+    for (int i = 0; i < layout.size(); ++i) {
+        float* p = g[i].f32();
+        for (int64_t j = 0; j < g[i].numel(); ++j) p[j] = scale * uniform(rng);
+    }
+    return g;
+}
+
+}  // namespace nb::oracle
