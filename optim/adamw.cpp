@@ -40,16 +40,17 @@ static void check_matches(const ParamLayout& layout, const TensorSet& state, con
 }
 
 // Decoupled decay for matrices and embeddings; none for norm gains (ParamInfo::weight_decay()).
-static float decay_for(const ParamInfo& info, const AdamWConfig& cfg) {
-    return info.weight_decay() ? cfg.weight_decay : 0.0f;
+void adamw_param_step(Ops& ops, const ParamInfo& info, Tensor& weight, const Tensor& grad, Tensor& m, Tensor& v,
+                      const AdamWConfig& cfg, float lr, int64_t t) {
+    const float decay = info.weight_decay() ? cfg.weight_decay : 0.0f;
+    ops.adamw_update(weight, grad, m, v, lr, cfg.beta1, cfg.beta2, cfg.eps, decay, t);
 }
 
 void AdamW::step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) {
     check_matches(layout, m_, weights, grads);
     const int64_t t = steps_taken_ + 1;  // torch increments its step before using it: the first step is t = 1
     for (int i = 0; i < layout.size(); ++i)
-        ops.adamw_update(weights[i], grads[i], m_[i], v_[i], lr, cfg_.beta1, cfg_.beta2, cfg_.eps,
-                         decay_for(layout[i], cfg_), t);
+        adamw_param_step(ops, layout[i], weights[i], grads[i], m_[i], v_[i], cfg_, lr, t);
     steps_taken_ = t;
 }
 

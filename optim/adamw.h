@@ -23,6 +23,11 @@ struct AdamWConfig {
     void validate() const;
 };
 
+// One AdamW step of one parameter at step t (from 1), decayed only where its kind takes decay (never norm gains):
+// AdamW::step for each parameter, and the auxiliary AdamW of Muon and MARS for the parameters they leave out.
+void adamw_param_step(Ops& ops, const ParamInfo& info, Tensor& weight, const Tensor& grad, Tensor& m, Tensor& v,
+                      const AdamWConfig& cfg, float lr, int64_t t);
+
 class AdamW final : public Optimizer {
 public:
     // Allocates m and v (zeros) for every parameter of `layout`; validates `cfg`.

@@ -13,7 +13,6 @@
 // Defaults as published: betas (0.98, 0.92, 0.99) (the paper's 1 - beta: 0.02, 0.08, 0.01), eps 1e-8, wd 0.
 #pragma once
 
-#include "optim/optimizer.h"
 #include "optim/optimizer_state.h"
 
 namespace nb {
@@ -26,21 +25,16 @@ struct AdanConfig {
     float weight_decay = 0.0f;
 };
 
-class Adan final : public Optimizer {
+class Adan final : public StatefulOptimizer {
 public:
     Adan(const ParamLayout& layout, const AdanConfig& cfg, Device device);
     std::string name() const override { return "adan"; }
     void step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) override;
-    int64_t steps_taken() const override { return steps_; }
-    void set_steps_taken(int64_t steps) override { steps_ = steps; }
-    // "exp_avg", "exp_avg_diff", "exp_avg_sq", "previous_grad" (each ".<param>", in layout order).
-    std::vector<std::pair<std::string, Tensor*>> state_tensors() override { return state_.named(); }
+    // state_tensors(): "exp_avg", "exp_avg_diff", "exp_avg_sq", "previous_grad" (each ".<param>", in layout order).
 
 private:
     AdanConfig cfg_;
-    OptimizerState state_;
     int exp_avg_, exp_avg_diff_, exp_avg_sq_, previous_grad_;
-    int64_t steps_ = 0;
 };
 
 }  // namespace nb

@@ -7,7 +7,6 @@
 // Defaults as published: beta1 0.9, beta2 0.99, weight decay 0. (Lion wants a 3-10x smaller lr than AdamW.)
 #pragma once
 
-#include "optim/optimizer.h"
 #include "optim/optimizer_state.h"
 
 namespace nb {
@@ -18,21 +17,16 @@ struct LionConfig {
     float weight_decay = 0.0f;
 };
 
-class Lion final : public Optimizer {
+class Lion final : public StatefulOptimizer {
 public:
     Lion(const ParamLayout& layout, const LionConfig& cfg, Device device);
     std::string name() const override { return "lion"; }
     void step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) override;
-    int64_t steps_taken() const override { return steps_; }
-    void set_steps_taken(int64_t steps) override { steps_ = steps; }
-    // "exp_avg.<param>" for every parameter (lucidrains' name for m).
-    std::vector<std::pair<std::string, Tensor*>> state_tensors() override { return state_.named(); }
+    // state_tensors(): "exp_avg.<param>" for every parameter (lucidrains' name for m).
 
 private:
     LionConfig cfg_;
-    OptimizerState state_;
     int exp_avg_;
-    int64_t steps_ = 0;
 };
 
 }  // namespace nb

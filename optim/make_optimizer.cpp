@@ -65,7 +65,8 @@ const std::vector<std::string_view>& flags_of(std::string_view optimizer) {
     };
     for (const auto& [name, flags] : table)
         if (name == optimizer) return flags;
-    throw UsageError(fmt::format("unknown --optimizer '{}' (valid: {})", optimizer, fmt::join(optimizer_names(), ", ")));
+    throw UsageError(
+        fmt::format("unknown --optimizer '{}' (valid: {})", optimizer, fmt::join(optimizer_names(), ", ")));
 }
 
 void require_beta(const std::optional<float>& value, const char* flag) {
@@ -170,6 +171,7 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, const ParamL
         m.weight_decay = c.weight_decay.value_or(m.weight_decay);
         m.gamma = c.gamma.value_or(m.gamma);
         m.adam = aux_adamw(c, m.adam);
+        m.adam.eps = m.eps;  // MARS's 1-D AdamW shares its eps (the reference has no eps of its own for it)
         m.adam_lr_ratio = lr_ratio(c, 3e-3f, peak_lr);
         return std::make_unique<Mars>(layout, m, device);
     }

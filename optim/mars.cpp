@@ -22,10 +22,8 @@ void Mars::step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const T
         if (is_matrix(layout[i])) {
             mars_update(layout[i], weights[i], grads[i], i, lr, t);
         } else {
-            const AdamWConfig& a = cfg_.adam;
-            ops.adamw_update(weights[i], grads[i], state_.at(exp_avg_, i), state_.at(exp_avg_sq_, i),
-                             lr * cfg_.adam_lr_ratio, a.beta1, a.beta2, cfg_.eps,
-                             layout[i].weight_decay() ? a.weight_decay : 0.0f, t);
+            adamw_param_step(ops, layout[i], weights[i], grads[i], state_.at(exp_avg_, i), state_.at(exp_avg_sq_, i),
+                             cfg_.adam, lr * cfg_.adam_lr_ratio, t);
         }
     }
     steps_ = t;

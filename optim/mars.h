@@ -14,7 +14,6 @@
 #pragma once
 
 #include "optim/adamw.h"
-#include "optim/optimizer.h"
 #include "optim/optimizer_state.h"
 
 namespace nb {
@@ -25,27 +24,22 @@ struct MarsConfig {
     float eps = 1e-8f;
     float weight_decay = 0.0f;
     float gamma = 0.025f;
-    AdamWConfig adam{0.9f, 0.95f, 1e-8f, 0.1f};  // the 1-D parameters' AdamW (eps: MARS's own)
+    AdamWConfig adam{0.9f, 0.95f, 1e-8f, 0.1f};  // the 1-D parameters' AdamW; its eps is MARS's own (`eps`)
     float adam_lr_ratio = 1.0f;                  // their lr / the scheduled lr (lr_1d / lr)
 };
 
-class Mars final : public Optimizer {
+class Mars final : public StatefulOptimizer {
 public:
     Mars(const ParamLayout& layout, const MarsConfig& cfg, Device device);
     std::string name() const override { return "mars"; }
     void step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) override;
-    int64_t steps_taken() const override { return steps_; }
-    void set_steps_taken(int64_t steps) override { steps_ = steps; }
-    // "exp_avg", "exp_avg_sq" for every parameter, then "last_grad" for the 2-D ones.
-    std::vector<std::pair<std::string, Tensor*>> state_tensors() override { return state_.named(); }
+    // state_tensors(): "exp_avg", "exp_avg_sq" for every parameter, then "last_grad" for the 2-D ones.
 
 private:
     void mars_update(const ParamInfo& info, Tensor& w, const Tensor& g, int i, float lr, int64_t t);
 
     MarsConfig cfg_;
-    OptimizerState state_;
     int exp_avg_, exp_avg_sq_, last_grad_;
-    int64_t steps_ = 0;
 };
 
 }  // namespace nb

@@ -14,7 +14,6 @@
 #pragma once
 
 #include "optim/adamw.h"
-#include "optim/optimizer.h"
 #include "optim/optimizer_state.h"
 
 namespace nb {
@@ -28,15 +27,13 @@ struct MuonConfig {
     float adam_lr_ratio = 3e-4f / 0.02f;          // their lr / the scheduled lr (--adam-lr / --lr)
 };
 
-class Muon final : public Optimizer {
+class Muon final : public StatefulOptimizer {
 public:
     Muon(const ParamLayout& layout, const MuonConfig& cfg, Device device);
     std::string name() const override { return "muon"; }
     void step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) override;
-    int64_t steps_taken() const override { return steps_; }
-    void set_steps_taken(int64_t steps) override { steps_ = steps; }
-    // "momentum_buffer.<hidden matrix>", then "exp_avg.<other>", then "exp_avg_sq.<other>", each in layout order.
-    std::vector<std::pair<std::string, Tensor*>> state_tensors() override { return state_.named(); }
+    // state_tensors(): "momentum_buffer.<hidden matrix>", then "exp_avg.<other>", then "exp_avg_sq.<other>",
+    // each in layout order.
 
     // Only hidden matrices take Muon's update (the kind, ParamKind::hidden_matrix, decides).
     static bool takes_muon(const ParamInfo& info);
@@ -45,9 +42,7 @@ private:
     void muon_update(const ParamInfo& info, Tensor& w, const Tensor& g, int i, float lr);
 
     MuonConfig cfg_;
-    OptimizerState state_;
     int momentum_, exp_avg_, exp_avg_sq_;
-    int64_t steps_ = 0;
 };
 
 }  // namespace nb

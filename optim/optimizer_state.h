@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/params.h"
+#include "optim/optimizer.h"
 #include "tensor.h"
 
 namespace nb {
@@ -20,7 +21,7 @@ public:
     // (the others get an undefined tensor and are not listed). Returns its index for at().
     template <typename Predicate>
     int add(const std::string& prefix, const ParamLayout& layout, Device device, Predicate applies) {
-        Piece piece{prefix, {}};
+        Piece piece{prefix, {}, {}};
         for (int i = 0; i < layout.size(); ++i) {
             piece.tensors.push_back(applies(i) ? Tensor::zeros(layout[i].shape, DType::f32, device) : Tensor());
             piece.names.push_back(layout[i].name);
@@ -32,7 +33,9 @@ public:
         return add(prefix, layout, device, [](int) { return true; });
     }
 
-    Tensor& at(int piece, int param) { return pieces_.at(static_cast<size_t>(piece)).tensors.at(static_cast<size_t>(param)); }
+    Tensor& at(int piece, int param) {
+        return pieces_.at(static_cast<size_t>(piece)).tensors.at(static_cast<size_t>(param));
+    }
     std::vector<std::pair<std::string, Tensor*>> named();
 
 private:
@@ -42,6 +45,20 @@ private:
         std::vector<std::string> names;
     };
     std::vector<Piece> pieces_;
+};
+
+// What the optimizers built on OptimizerState share (Lion, Adan, MARS, Muon): the state itself, listed by
+// state_tensors(), and the count of steps taken. A subclass adds its pieces in its constructor and counts
+// steps_ in step().
+class StatefulOptimizer : public Optimizer {
+public:
+    int64_t steps_taken() const override { return steps_; }
+    void set_steps_taken(int64_t steps) override;  // std::logic_error when negative
+    std::vector<std::pair<std::string, Tensor*>> state_tensors() override { return state_.named(); }
+
+protected:
+    OptimizerState state_;
+    int64_t steps_ = 0;
 };
 
 // std::logic_error unless `weights` and `grads` follow `layout` (a different layout is a programming error).
