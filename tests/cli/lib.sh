@@ -71,6 +71,21 @@ equal() {
   fi
 }
 
+# check_against_reference ID P FLAGS...: `nobubble reference`, the in-process pipeline (`train --stages P`) and,
+# with MPI, `mpirun -np P nobubble train` run the caller's FLAGS plus FLAGS...; both pipelines must equal the
+# reference. Logs: $WORK/ref_ID.log, inproc_ID.log, mpi_ID.log.
+check_against_reference() {
+  local id=$1 p=$2
+  shift 2
+  run_logged 120 "ref_$id" "$NB" reference "${FLAGS[@]}" "$@" --stages "$p"
+  run_logged 120 "inproc_$id" "$NB" train "${FLAGS[@]}" "$@" --stages "$p"
+  equal "in-process $id" "$WORK/ref_$id.log" "$WORK/inproc_$id.log"
+  if [ "$HAVE_MPI" = 1 ]; then
+    run_logged 120 "mpi_$id" mpirun --oversubscribe -np "$p" "$NB" train "${FLAGS[@]}" "$@"
+    equal "mpirun -np $p $id" "$WORK/ref_$id.log" "$WORK/mpi_$id.log"
+  fi
+}
+
 finish() {
   echo "$PASSED passed, $FAILED failed"
   [ "$FAILED" = 0 ]

@@ -18,15 +18,7 @@ start=$SECONDS
 for schedule in gpipe 1f1b 2bw pipedream; do
   for p in 2 3 4; do
     for m in "$p" $((2 * p)); do
-      id="${schedule}_p${p}_m${m}"
-      S=(--schedule "$schedule" --num-microbatches "$m")
-      run "ref_$id" "$NB" reference "${FLAGS[@]}" "${S[@]}" --stages "$p"
-      run "inproc_$id" "$NB" train "${FLAGS[@]}" "${S[@]}" --stages "$p"
-      equal "in-process $id" "$WORK/ref_$id.log" "$WORK/inproc_$id.log"
-      if [ "$HAVE_MPI" = 1 ]; then
-        run "mpi_$id" mpirun --oversubscribe -np "$p" "$NB" train "${FLAGS[@]}" "${S[@]}"
-        equal "mpirun -np $p $id" "$WORK/ref_$id.log" "$WORK/mpi_$id.log"
-      fi
+      check_against_reference "${schedule}_p${p}_m${m}" "$p" --schedule "$schedule" --num-microbatches "$m"
     done
   done
 done

@@ -18,23 +18,10 @@ OPTIMIZERS=(adamw muon lion adan mars soap)
 
 run() { run_logged 120 "$@"; }
 
-# check ID P FLAGS...: the reference, the in-process pipeline and (with MPI) mpirun -np P agree.
-check() {
-  local id=$1 p=$2
-  shift 2
-  run "ref_$id" "$NB" reference "${FLAGS[@]}" "$@" --stages "$p"
-  run "inproc_$id" "$NB" train "${FLAGS[@]}" "$@" --stages "$p"
-  equal "in-process $id" "$WORK/ref_$id.log" "$WORK/inproc_$id.log"
-  if [ "$HAVE_MPI" = 1 ]; then
-    run "mpi_$id" mpirun --oversubscribe -np "$p" "$NB" train "${FLAGS[@]}" "$@"
-    equal "mpirun -np $p $id" "$WORK/ref_$id.log" "$WORK/mpi_$id.log"
-  fi
-}
-
 start=$SECONDS
 for opt in "${OPTIMIZERS[@]}"; do
   for schedule in gpipe 1f1b 2bw pipedream; do
-    check "${opt}_${schedule}" 3 --optimizer "$opt" --schedule "$schedule" --num-microbatches 3
+    check_against_reference "${opt}_${schedule}" 3 --optimizer "$opt" --schedule "$schedule" --num-microbatches 3
   done
 done
 
@@ -44,7 +31,7 @@ for fix in ef taylor; do
     for m in "$p" $((2 * p)); do
       opt=${OPTIMIZERS[$((k % ${#OPTIMIZERS[@]}))]}
       k=$((k + 1))
-      check "2bw_${fix}_${opt}_p${p}_m${m}" "$p" --schedule 2bw --delay-fix "$fix" --taylor-lambda 0.5 \
+      check_against_reference "2bw_${fix}_${opt}_p${p}_m${m}" "$p" --schedule 2bw --delay-fix "$fix" --taylor-lambda 0.5 \
         --optimizer "$opt" --num-microbatches "$m"
     done
   done
@@ -54,9 +41,9 @@ for p in 2 4; do
   for sync in "--sync-start 2" "--sync-cooldown 2" "--sync-start 1 --sync-cooldown 2"; do
     id=$(echo "$sync" | tr -d ' -')
     # shellcheck disable=SC2086
-    check "2bw_ef_${id}_p${p}" "$p" --schedule 2bw --delay-fix ef --num-microbatches "$p" $sync
+    check_against_reference "2bw_ef_${id}_p${p}" "$p" --schedule 2bw --delay-fix ef --num-microbatches "$p" $sync
     # shellcheck disable=SC2086
-    check "pipedream_${id}_p${p}" "$p" --schedule pipedream --optimizer lion --num-microbatches "$p" $sync
+    check_against_reference "pipedream_${id}_p${p}" "$p" --schedule pipedream --optimizer lion --num-microbatches "$p" $sync
   done
 done
 echo "matrix: $((SECONDS - start)) s"
