@@ -19,32 +19,14 @@ import sys
 import numpy as np
 import torch
 
+from optim_oracle import read_set, relative_error  # the reader and error the optimizer oracles share
+
 TOLERANCE = 1e-6
-
-
-def read_f32(path, params):
-    """One float32 tensor per parameter, from a file of all parameters concatenated in layout order."""
-    flat = np.fromfile(path, dtype="<f4")
-    expected = sum(int(np.prod(p["shape"])) for p in params)
-    if flat.size != expected:
-        raise SystemExit(f"{path}: {flat.size} floats, expected {expected}")
-    out, offset = [], 0
-    for p in params:
-        n = int(np.prod(p["shape"]))
-        out.append(torch.from_numpy(flat[offset:offset + n].copy()).reshape(p["shape"]))
-        offset += n
-    return out
-
-
-def relative_error(ours, ref):
-    """max |ours - ref| / max |ref| over the tensor, in double."""
-    ours, ref = ours.double(), ref.double()
-    return (ours - ref).abs().max().item() / max(ref.abs().max().item(), 1e-12)
 
 
 def replay_in_torch(m, workdir):
     params = m["params"]
-    weights = [t.clone().requires_grad_(True) for t in read_f32(os.path.join(workdir, m["weights_init"]), params)]
+    weights = [t.clone().requires_grad_(True) for t in read_set(os.path.join(workdir, m["weights_init"]), params)]
     decay = [w for w, p in zip(weights, params) if p["weight_decay"]]
     no_decay = [w for w, p in zip(weights, params) if not p["weight_decay"]]
     opt = torch.optim.AdamW(
@@ -52,7 +34,7 @@ def replay_in_torch(m, workdir):
         lr=m["lrs"][0], betas=(m["beta1"], m["beta2"]), eps=m["eps"], foreach=False)
     norms = []
     for k in range(m["steps"]):
-        for w, g in zip(weights, read_f32(os.path.join(workdir, m["grads"][k]), params)):
+        for w, g in zip(weights, read_set(os.path.join(workdir, m["grads"][k]), params)):
             w.grad = g
         norms.append(torch.nn.utils.clip_grad_norm_(weights, m["max_grad_norm"]).item())
         lr = float(np.float32(m["lrs"][k]))  # the float32 lr the C++ side used, as a Python float
@@ -83,9 +65,9 @@ def main():
 
     ref = replay_in_torch(m, args.workdir)
     ours = {
-        "weights": read_f32(os.path.join(args.workdir, m["weights_final"]), params),
-        "exp_avg": read_f32(os.path.join(args.workdir, m["exp_avg_final"]), params),
-        "exp_avg_sq": read_f32(os.path.join(args.workdir, m["exp_avg_sq_final"]), params),
+        "weights": read_set(os.path.join(args.workdir, m["weights_final"]), params),
+        "exp_avg": read_set(os.path.join(args.workdir, m["exp_avg_final"]), params),
+        "exp_avg_sq": read_set(os.path.join(args.workdir, m["exp_avg_sq_final"]), params),
     }
 
     print(f"error = max|ours - torch| / max|torch| per tensor, tolerance {TOLERANCE:g}")
