@@ -55,8 +55,6 @@ ProgressCollector::ProgressCollector(const PipelineSetup& setup, Transport& tran
       transport_(transport),
       log_(log),
       lr_(setup.options.lr, setup.spec.optimizer_steps()),
-      start_(Clock::now()),
-      last_done_(start_),
       since_line_(zero_timing(setup.num_stages())) {
     if (transport.stage() != 0) throw std::logic_error("the progress collector runs on stage 0");
     if (!setup.options.metrics_path.empty()) metrics_ = std::make_unique<MetricsWriter>(setup.options.metrics_path);
@@ -118,8 +116,7 @@ void ProgressCollector::print_iteration(int64_t t, const std::vector<StageReport
     // The iteration's time is the last stage's own: its wall time since its previous report, on the clock the
     // stages share. (Timing the arrival of the reports here would not do: in one process a stage that never
     // blocks runs several iterations before its reports are read, and they would arrive 0 ms apart.)
-    const double seconds = last.wall_s > 0 ? last.wall_s : std::chrono::duration<double>(Clock::now() - last_done_).count();
-    last_done_ = Clock::now();
+    const double seconds = last.wall_s;
     train_seconds_ += seconds;
     const int64_t last_step = (t + 1) * setup_.steps_per_iteration() - 1;
     IterationReport line{t + 1,

@@ -14,7 +14,6 @@
 // stages' windows are equally long, as they are in a steady pipeline), act = the most bytes of live stashes.
 #pragma once
 
-#include <chrono>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -58,8 +57,6 @@ public:
     static constexpr int64_t kIterationsAhead = 2;  // report receives posted ahead
 
 private:
-    using Clock = std::chrono::steady_clock;
-
     void post_reports_ahead();
     bool take_reports();
     void print_iteration(int64_t t, const std::vector<StageReport>& reports);
@@ -73,7 +70,6 @@ private:
     std::FILE* log_;
     std::unique_ptr<MetricsWriter> metrics_;
     LrSchedule lr_;
-    Clock::time_point start_, last_done_;
 
     int64_t next_to_print_ = 0, posted_until_ = 0;
     std::map<int64_t, std::vector<std::optional<StageReport>>> reports_;  // by iteration, per stage
