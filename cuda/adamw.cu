@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "adamw_scalars.h"
 #include "cuda/bf16.cuh"
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
@@ -25,32 +26,6 @@
 namespace nb::cuda {
 
 namespace {
-
-struct AdamWScalars {
-    float decay;
-    float beta1, one_minus_beta1;
-    float beta2, one_minus_beta2;
-    float bc2_sqrt;
-    float neg_step_size;
-    float eps;
-};
-
-// Identical to adamw_scalars in src/cpu/adamw.cpp.
-AdamWScalars adamw_scalars(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step) {
-    const double lr_d = lr, b1 = beta1, b2 = beta2, t = static_cast<double>(step);
-    const double bias_correction1 = 1.0 - std::pow(b1, t);
-    const double bias_correction2 = 1.0 - std::pow(b2, t);
-    AdamWScalars s{};
-    s.decay = static_cast<float>(1.0 - lr_d * static_cast<double>(weight_decay));
-    s.beta1 = beta1;
-    s.one_minus_beta1 = static_cast<float>(1.0 - b1);
-    s.beta2 = beta2;
-    s.one_minus_beta2 = static_cast<float>(1.0 - b2);
-    s.bc2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
-    s.neg_step_size = static_cast<float>(-(lr_d / bias_correction1));
-    s.eps = eps;
-    return s;
-}
 
 __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
                              float* __restrict__ v, int64_t n, AdamWScalars s) {
