@@ -8,6 +8,8 @@ sweep="$root/run/experiments/delay_sweep.sh"
 NB="$NB" timeout -k 5 240 "$sweep" --preset smoke --jobs 2 --work "$WORK/work" --results "$WORK/results" \
   >"$WORK/sweep.log" 2>&1 || fail "delay_sweep.sh --preset smoke exited non-zero: $(tail -n 5 "$WORK/sweep.log")"
 md="$WORK/results/delay_sweep_smoke.md"
+! grep -q 'FAILED' "$WORK/sweep.log" && ! grep -q 'diverged' "$md" && pass "every run finished" \
+  || fail "runs failed: $(grep FAILED "$WORK/sweep.log" | head -n 3)"
 rows=$(grep -cE '^\| (adamw|muon|lion|adan|mars|soap) \| [0-9.e-]+ \| [0-9]' "$md" 2>/dev/null || true)
 [ "$rows" = 6 ] && pass "the table has a row per optimizer" || fail "table rows: $rows in $(cat "$md" 2>/dev/null)"
 grep -q '(+\|(-' "$md" && pass "the table shows gaps to sync" || fail "no gaps in the table"
