@@ -10,7 +10,8 @@
 // The scalars are computed on the host in double and rounded to float exactly as the CPU does (same code,
 // same libm). On the device every operation uses an explicitly rounded intrinsic (__fmul_rn, __fadd_rn,
 // __fmaf_rn, __fsqrt_rn, __fdiv_rn), so nvcc cannot contract or approximate anything: each element's result
-// is the CPU's bit for bit (the test allows a few ulps only as a margin).
+// is the CPU's bit for bit (the test allows a few ulps only as a margin). The per-element arithmetic lives in
+// cuda/adamw_step.cuh, shared with the fused multi-tensor kernel (cuda/adamw_multi.cu).
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -18,6 +19,7 @@
 #include <string>
 
 #include "adamw_scalars.h"
+#include "cuda/adamw_step.cuh"
 #include "cuda/bf16.cuh"
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
@@ -30,17 +32,8 @@ namespace {
 __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
                              float* __restrict__ v, int64_t n, AdamWScalars s) {
     const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const float gi = g[i];
-        float pi = __fmul_rn(p[i], s.decay);
-        const float mi = __fmaf_rn(s.one_minus_beta1, gi, __fmul_rn(m[i], s.beta1));
-        const float vi = __fmaf_rn(__fmul_rn(s.one_minus_beta2, gi), gi, __fmul_rn(v[i], s.beta2));
-        const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), s.bc2_sqrt), s.eps);
-        pi = __fadd_rn(pi, __fdiv_rn(__fmul_rn(s.neg_step_size, mi), denom));
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = pi;
-    }
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+        adamw_step(p, g, m, v, i, s);
 }
 
 void require_f32(const char* name, const Tensor& t) {

@@ -1,4 +1,6 @@
-// CudaOps::attention_forward / attention_backward: causal grouped-query attention, the hand-written
+// CudaOps::attention_forward / attention_backward: causal grouped-query attention. After the checks below, each
+// call first offers itself to cuDNN's fused attention (cuda/attention_cudnn.cu; cuda/attention_cudnn.h says
+// when cuDNN takes it: NOBUBBLE_CUDA_ATTENTION=auto|cudnn|kernel); otherwise it runs the hand-written
 // FlashAttention-2-style kernels of cuda/attention_kernels.cuh (the math and the tiling are described there).
 //
 // Host side: shape/dtype/device checks (std::invalid_argument naming the op and the shapes), the head dimension
@@ -18,6 +20,7 @@
 #include <string>
 #include <utility>
 
+#include "cuda/attention_cudnn.h"
 #include "cuda/attention_kernels.cuh"
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
@@ -146,6 +149,7 @@ void CudaOps::attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const
     const Dims d = check_attention("attention_forward", out, lse, q, k, v);
     check_aligned("attention_forward", {{"q", &q}, {"k", &k}, {"v", &v}});
     if (d.B == 0 || d.T == 0 || d.H == 0) return;
+    if (attention_forward_cudnn(*this, {d.B, d.T, d.H, d.KV, d.hd}, out, lse, q, k, v)) return;
     if (d.hd <= 64)
         launch_forward<64>(out, lse, q, k, v, d, context());
     else
@@ -165,6 +169,7 @@ void CudaOps::attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tenso
                                     ", " + describe("dk", dk) + ", " + describe("dv", dv));
     check_aligned("attention_backward", {{"q", &q}, {"k", &k}, {"v", &v}, {"dout", &dout}});
     if (d.B == 0 || d.T == 0 || d.H == 0) return;
+    if (attention_backward_cudnn(*this, {d.B, d.T, d.H, d.KV, d.hd}, dq, dk, dv, dout, q, k, v, out, lse)) return;
 
     CudaContext& ctx = context();
     // D[b,h,t] = sum_c dO * O in f32 (a cached allocation; every element is written by the kernel).

@@ -44,15 +44,16 @@ int local_rank_from_env(std::string& source) {
 
 void* CudaContext::scratch(size_t bytes) {
     if (bytes <= scratch_bytes && scratch_ptr) return scratch_ptr;
-    // Grow: earlier kernels on the stream may still read the old buffer, so wait before freeing it.
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    if (scratch_ptr) {
-        CUDA_CHECK(cudaFree(scratch_ptr));
-        scratch_ptr = nullptr;
-        scratch_bytes = 0;
-    }
+    // Grow through the caching allocator, not cudaMalloc/cudaFree: cudaFree waits for the whole device, NCCL
+    // transfers included, and two neighbouring stages each freeing while its send waits for the other's receive
+    // would wait for each other forever. The allocator hands the old block out again only to work queued after
+    // the kernels that still read it (one stream), so no wait is needed either.
+    DeviceMemory* provider = as_device_memory(memory);
+    if (scratch_ptr) provider->release(scratch_ptr, scratch_bytes);
+    scratch_ptr = nullptr;
+    scratch_bytes = 0;
     const size_t rounded = (bytes + (size_t{1} << 20) - 1) & ~((size_t{1} << 20) - 1);  // whole MiB
-    CUDA_CHECK(cudaMalloc(&scratch_ptr, rounded));
+    scratch_ptr = provider->allocate(rounded);
     scratch_bytes = rounded;
     return scratch_ptr;
 }
@@ -63,8 +64,10 @@ CudaContext::~CudaContext() {
     if (stream) cudaStreamSynchronize(stream);
     if (memory_registered) register_device_memory(nullptr);
     if (linear_plans) destroy_linear_plans(linear_plans);
-    if (memory) destroy_device_memory(memory);
-    if (scratch_ptr) cudaFree(scratch_ptr);
+    if (newton_schulz_plans) destroy_newton_schulz_plans(newton_schulz_plans);
+    if (attention_plans) destroy_attention_plans(attention_plans);
+    if (linalg) destroy_linalg_handles(linalg);
+    if (memory) destroy_device_memory(memory);  // frees every block, the scratch buffer's too
     if (workspace) cudaFree(workspace);
     if (lt) cublasLtDestroy(lt);
     if (stream) cudaStreamDestroy(stream);

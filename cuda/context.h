@@ -24,6 +24,9 @@ namespace nb::cuda {
 
 class CachingDeviceMemory;  // cuda/memory.cu
 struct LinearPlanCache;     // cuda/linear.cu: cached cuBLASLt descriptors per GEMM shape
+struct NewtonSchulzPlans;   // cuda/newton_schulz.cu: cached batched cuBLASLt plans per matrix shape
+struct AttentionPlanCache;  // cuda/attention_cudnn.cu: cuDNN handle, attention plans per shape, the choice
+struct LinalgHandles;       // cuda/linalg.cu: cuBLAS (plain f32) and cuSOLVER handles for optimizer linear algebra
 
 struct CudaContext {
     int device = 0;                      // CUDA device index (the process's local rank)
@@ -36,6 +39,9 @@ struct CudaContext {
     int multiprocessors = 0;             // SM count (to size grids)
     CachingDeviceMemory* memory = nullptr;   // the registered nb::DeviceMemory (owned; memory.cu)
     LinearPlanCache* linear_plans = nullptr;  // owned; created lazily by linear.cu
+    NewtonSchulzPlans* newton_schulz_plans = nullptr;  // owned; created lazily by newton_schulz.cu
+    AttentionPlanCache* attention_plans = nullptr;  // owned; created lazily by attention_cudnn.cu
+    LinalgHandles* linalg = nullptr;          // owned; created lazily by linalg.cu
     bool memory_registered = false;           // memory is the process's nb::DeviceMemory
 
     // A device scratch buffer of at least `bytes` (grown on demand, kept for the context's life). For short-
@@ -56,6 +62,9 @@ CachingDeviceMemory* create_device_memory(int device, cudaStream_t stream);  // 
 void destroy_device_memory(CachingDeviceMemory* memory) noexcept;           // memory.cu: frees every block
 DeviceMemory* as_device_memory(CachingDeviceMemory* memory) noexcept;       // memory.cu
 void destroy_linear_plans(LinearPlanCache* cache) noexcept;                 // linear.cu
+void destroy_newton_schulz_plans(NewtonSchulzPlans* cache) noexcept;       // newton_schulz.cu
+void destroy_attention_plans(AttentionPlanCache* cache) noexcept;           // attention_cudnn.cu
+void destroy_linalg_handles(LinalgHandles* handles) noexcept;               // linalg.cu
 
 // Allocator hook for the out-of-memory message: e.g. set_oom_context("stage 2") makes an OOM read
 // "CUDA out of memory (stage 2): ...". Empty string clears it. Process-wide.

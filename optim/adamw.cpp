@@ -40,17 +40,23 @@ static void check_matches(const ParamLayout& layout, const TensorSet& state, con
 }
 
 // Decoupled decay for matrices and embeddings; none for norm gains (ParamInfo::weight_decay()).
-void adamw_param_step(Ops& ops, const ParamInfo& info, Tensor& weight, const Tensor& grad, Tensor& m, Tensor& v,
-                      const AdamWConfig& cfg, float lr, int64_t t) {
-    const float decay = info.weight_decay() ? cfg.weight_decay : 0.0f;
-    ops.adamw_update(weight, grad, m, v, lr, cfg.beta1, cfg.beta2, cfg.eps, decay, t);
+Ops::AdamWParamRef adamw_param_ref(const ParamInfo& info, Tensor& weight, const Tensor& grad, Tensor& m, Tensor& v,
+                                   const AdamWConfig& cfg) {
+    return {&weight, &grad, &m, &v, info.weight_decay() ? cfg.weight_decay : 0.0f};
+}
+
+void adamw_steps(Ops& ops, const std::vector<Ops::AdamWParamRef>& params, const AdamWConfig& cfg, float lr,
+                 int64_t t) {
+    ops.adamw_update_multi(params, lr, cfg.beta1, cfg.beta2, cfg.eps, t);
 }
 
 void AdamW::step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) {
     check_matches(layout, m_, weights, grads);
     const int64_t t = steps_taken_ + 1;  // torch increments its step before using it: the first step is t = 1
+    std::vector<Ops::AdamWParamRef> params;
     for (int i = 0; i < layout.size(); ++i)
-        adamw_param_step(ops, layout[i], weights[i], grads[i], m_[i], v_[i], cfg_, lr, t);
+        params.push_back(adamw_param_ref(layout[i], weights[i], grads[i], m_[i], v_[i], cfg_));
+    adamw_steps(ops, params, cfg_, lr, t);
     steps_taken_ = t;
 }
 

@@ -5,8 +5,8 @@
 //   m  <- beta1 * m + (1 - beta1) * g                first moment  (torch: exp_avg)
 //   v  <- beta2 * v + (1 - beta2) * g^2              second moment (torch: exp_avg_sq)
 //   p  <- p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
-// The arithmetic itself is the backend's kernel, Ops::adamw_update; this class keeps the state and decides
-// each parameter's weight decay.
+// The arithmetic itself is the backend's kernel, Ops::adamw_update_multi (every parameter in one fused call,
+// each with the bits of Ops::adamw_update); this class keeps the state and decides each parameter's weight decay.
 #pragma once
 
 #include "optim/optimizer.h"
@@ -23,10 +23,13 @@ struct AdamWConfig {
     void validate() const;
 };
 
-// One AdamW step of one parameter at step t (from 1), decayed only where its kind takes decay (never norm gains):
-// AdamW::step for each parameter, and the auxiliary AdamW of Muon and MARS for the parameters they leave out.
-void adamw_param_step(Ops& ops, const ParamInfo& info, Tensor& weight, const Tensor& grad, Tensor& m, Tensor& v,
-                      const AdamWConfig& cfg, float lr, int64_t t);
+// One parameter's entry in a fused AdamW step, decayed only where its kind takes decay (never norm gains).
+// AdamW::step collects one per parameter, the auxiliary AdamW of Muon and MARS one per parameter they leave out;
+// each then runs them all in one adamw_steps call.
+Ops::AdamWParamRef adamw_param_ref(const ParamInfo& info, Tensor& weight, const Tensor& grad, Tensor& m, Tensor& v,
+                                   const AdamWConfig& cfg);
+// One AdamW step at step t (from 1) of every entry, with cfg's betas and eps: Ops::adamw_update_multi.
+void adamw_steps(Ops& ops, const std::vector<Ops::AdamWParamRef>& params, const AdamWConfig& cfg, float lr, int64_t t);
 
 class AdamW final : public Optimizer {
 public:

@@ -5,6 +5,7 @@
 //   p <- p - lr * sign(beta1 * m + (1 - beta1) * g)      the update is a sign: every coordinate moves by lr
 //   m <- beta2 * m + (1 - beta2) * g
 // Defaults as published: beta1 0.9, beta2 0.99, weight decay 0. (Lion wants a 3-10x smaller lr than AdamW.)
+// The arithmetic is the backend's kernel, Ops::lion_update; this class keeps m and decides each weight decay.
 #pragma once
 
 #include "optim/optimizer_state.h"

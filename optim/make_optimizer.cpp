@@ -176,7 +176,6 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, const ParamL
         return std::make_unique<Mars>(layout, m, device);
     }
     // soap (flags_of has rejected every other name)
-    require_cpu_kernels("soap", device);
     SoapConfig s;
     s.beta1 = c.beta1.value_or(s.beta1);
     s.beta2 = c.beta2.value_or(s.beta2);
@@ -184,7 +183,7 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, const ParamL
     s.eps = c.eps.value_or(s.eps);
     s.weight_decay = c.weight_decay.value_or(s.weight_decay);
     s.precondition_frequency = c.precondition_frequency.value_or(s.precondition_frequency);
-    return std::make_unique<Soap>(layout, s);
+    return std::make_unique<Soap>(layout, s, device);
 }
 
 }  // namespace nb

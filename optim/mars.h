@@ -11,6 +11,8 @@
 // MARS's betas_1d) and decay (--adam-weight-decay; none on norm gains, our rule for every optimizer). That is
 // mathematically torch's AdamW, so it is the backend's AdamW kernel.
 // Defaults as published: lr 3e-3, betas (0.95, 0.99), eps 1e-8, wd 0, gamma 0.025; 1-D: lr 3e-3, (0.9, 0.95).
+// The arithmetic is the backend's: Ops::mars_correction, sum_squares for ||c||_F, Ops::mars_update, and the fused
+// AdamW (Ops::adamw_update_multi) for the 1-D parameters.
 #pragma once
 
 #include "optim/adamw.h"
@@ -36,7 +38,7 @@ public:
     // state_tensors(): "exp_avg", "exp_avg_sq" for every parameter, then "last_grad" for the 2-D ones.
 
 private:
-    void mars_update(const ParamInfo& info, Tensor& w, const Tensor& g, int i, float lr, int64_t t);
+    void mars_update(Ops& ops, const ParamInfo& info, Tensor& w, const Tensor& g, int i, float lr, int64_t t);
 
     MarsConfig cfg_;
     int exp_avg_, exp_avg_sq_, last_grad_;

@@ -5,14 +5,24 @@
 #include <vector>
 
 #include "ops.h"
-#include "optim/newton_schulz.h"
 
 namespace nb {
 
 bool Muon::takes_muon(const ParamInfo& info) { return info.kind == ParamKind::hidden_matrix && info.shape.size() == 2; }
 
+std::vector<std::vector<int>> Muon::hidden_matrix_groups(const ParamLayout& layout) {
+    std::vector<std::vector<int>> groups;
+    for (int i = 0; i < layout.size(); ++i) {
+        if (!takes_muon(layout[i])) continue;
+        auto same_shape = [&](const std::vector<int>& g) { return layout[g.front()].shape == layout[i].shape; };
+        auto it = std::find_if(groups.begin(), groups.end(), same_shape);
+        if (it == groups.end()) groups.push_back({i});
+        else it->push_back(i);
+    }
+    return groups;
+}
+
 Muon::Muon(const ParamLayout& layout, const MuonConfig& cfg, Device device) : cfg_(cfg) {
-    require_cpu_kernels("muon", device);
     auto hidden = [&](int i) { return takes_muon(layout[i]); };
     auto other = [&](int i) { return !takes_muon(layout[i]); };
     momentum_ = state_.add("momentum_buffer", layout, device, hidden);
@@ -23,34 +33,38 @@ Muon::Muon(const ParamLayout& layout, const MuonConfig& cfg, Device device) : cf
 void Muon::step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) {
     check_step_arguments("Muon", layout, weights, grads);
     const int64_t t = steps_ + 1;
-    for (int i = 0; i < layout.size(); ++i) {
-        if (takes_muon(layout[i])) {
-            muon_update(layout[i], weights[i], grads[i], i, lr);
-        } else {
-            adamw_param_step(ops, layout[i], weights[i], grads[i], state_.at(exp_avg_, i), state_.at(exp_avg_sq_, i),
-                             cfg_.adam, lr * cfg_.adam_lr_ratio, t);
-        }
-    }
+    for (const std::vector<int>& group : hidden_matrix_groups(layout))
+        muon_update(ops, layout, group, weights, grads, lr);
+    std::vector<Ops::AdamWParamRef> adamw_params;
+    for (int i = 0; i < layout.size(); ++i)
+        if (!takes_muon(layout[i]))
+            adamw_params.push_back(adamw_param_ref(layout[i], weights[i], grads[i], state_.at(exp_avg_, i),
+                                                   state_.at(exp_avg_sq_, i), cfg_.adam));
+    adamw_steps(ops, adamw_params, cfg_.adam, lr * cfg_.adam_lr_ratio, t);
     steps_ = t;
 }
 
-void Muon::muon_update(const ParamInfo& info, Tensor& w, const Tensor& grad, int i, float lr) {
-    const int64_t rows = info.shape[0], cols = info.shape[1], n = rows * cols;
-    float* p = w.f32();
-    const float* g = grad.f32();
-    float* buf = state_.at(momentum_, i).f32();
-    const float mu = cfg_.momentum;
-    std::vector<float> u(static_cast<size_t>(n)), o(static_cast<size_t>(n));
-    for (int64_t j = 0; j < n; ++j) {
-        buf[j] += (1.0f - mu) * (g[j] - buf[j]);
-        u[j] = cfg_.nesterov ? g[j] + mu * (buf[j] - g[j]) : buf[j];
+// The momentum directions of the whole group are orthogonalised in place, in one batched newton_schulz call.
+void Muon::muon_update(Ops& ops, const ParamLayout& layout, const std::vector<int>& group, TensorSet& weights,
+                       const TensorSet& grads, float lr) {
+    const Shape& shape = layout[group.front()].shape;
+    std::vector<Tensor> directions;
+    for (int i : group) {
+        directions.push_back(ops.f32_output(shape));
+        ops.muon_momentum(directions.back(), grads[i], state_.at(momentum_, i), cfg_.momentum, cfg_.nesterov);
     }
-    newton_schulz5(u.data(), o.data(), rows, cols, cfg_.ns_steps);
-    const float scale = std::sqrt(std::max(1.0f, static_cast<float>(rows) / static_cast<float>(cols)));
-    const float decay = 1.0f - lr * (info.weight_decay() ? cfg_.weight_decay : 0.0f);
-    for (int64_t j = 0; j < n; ++j) {
-        p[j] *= decay;
-        p[j] -= lr * (o[j] * scale);
+    std::vector<Tensor*> outs;
+    std::vector<const Tensor*> ins;
+    for (Tensor& d : directions) {
+        outs.push_back(&d);
+        ins.push_back(&d);
+    }
+    ops.newton_schulz(outs, ins, cfg_.ns_steps);
+    const float scale = std::sqrt(std::max(1.0f, static_cast<float>(shape[0]) / static_cast<float>(shape[1])));
+    for (size_t k = 0; k < group.size(); ++k) {
+        const int i = group[k];
+        const float wd = layout[i].weight_decay() ? cfg_.weight_decay : 0.0f;
+        ops.muon_apply(weights[i], directions[k], lr, scale, wd);
     }
 }
 

@@ -6,10 +6,13 @@
 //   U  = G + mu (B - G)  (Nesterov)  or  U = B       the direction to orthogonalize
 //   O  = NewtonSchulz5(U)                            ~ the nearest semi-orthogonal matrix U V^T of U = U S V^T
 //   W <- W (1 - lr wd) - lr sqrt(max(1, rows/cols)) O
-// NewtonSchulz5 (optim/newton_schulz.h) runs --ns-steps quintic iterations with (a, b, c) =
-// (3.4445, -4.7750, 2.0315) on X = U / (||U||_F + 1e-7), in f32 here (the reference runs bf16 on a GPU).
+// NewtonSchulz5 (Ops::newton_schulz) runs --ns-steps quintic iterations with (a, b, c) =
+// (3.4445, -4.7750, 2.0315) on X = U / (||U||_F + 1e-7): in f32 on the CPU backend, in bf16 with f32
+// accumulation on CUDA (as the reference does). The hidden matrices are grouped by shape and each group is
+// orthogonalised in one batched call.
 // The embedding, the head and the norm gains go to AdamW with their own lr (--adam-lr, scaled by the same
-// schedule as --lr), betas (--adam-beta1/2) and eps (--adam-eps): the backend's AdamW kernel.
+// schedule as --lr), betas (--adam-beta1/2) and eps (--adam-eps): the backend's fused AdamW kernel.
+// The arithmetic is the backend's (Ops::muon_momentum, newton_schulz, muon_apply, adamw_update_multi).
 // Defaults as published: lr 0.02, momentum 0.95, Nesterov, 5 steps, wd 0; AdamW lr 3e-4, (0.9, 0.95), 1e-10, wd 0.
 #pragma once
 
@@ -37,9 +40,13 @@ public:
 
     // Only hidden matrices take Muon's update (the kind, ParamKind::hidden_matrix, decides).
     static bool takes_muon(const ParamInfo& info);
+    // The hidden matrices grouped by shape, groups in order of first appearance, each in layout order: the
+    // batches of Ops::newton_schulz in step().
+    static std::vector<std::vector<int>> hidden_matrix_groups(const ParamLayout& layout);
 
 private:
-    void muon_update(const ParamInfo& info, Tensor& w, const Tensor& g, int i, float lr);
+    void muon_update(Ops& ops, const ParamLayout& layout, const std::vector<int>& group, TensorSet& weights,
+                     const TensorSet& grads, float lr);
 
     MuonConfig cfg_;
     int momentum_, exp_avg_, exp_avg_sq_;

@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include "error.h"
 
 namespace nb {
 
@@ -31,13 +30,6 @@ void check_step_arguments(const char* optimizer, const ParamLayout& layout, cons
             throw std::logic_error(fmt::format("{}::step: {} expects shape {}, got weight {} grad {}", optimizer,
                                                layout[i].name, shape_string(layout[i].shape),
                                                shape_string(weights[i].shape()), shape_string(grads[i].shape())));
-}
-
-void require_cpu_kernels(const char* optimizer, Device device) {
-    if (device != Device::cpu)
-        throw UsageError(fmt::format("--optimizer {} runs on the CPU backend only so far (its CUDA kernels are not "
-                                     "written yet): use --device cpu or --optimizer adamw",
-                                     optimizer));
 }
 
 }  // namespace nb

@@ -64,7 +64,5 @@ protected:
 // std::logic_error unless `weights` and `grads` follow `layout` (a different layout is a programming error).
 void check_step_arguments(const char* optimizer, const ParamLayout& layout, const TensorSet& weights,
                           const TensorSet& grads);
-// nb::UsageError: `optimizer`'s kernels exist only on the CPU so far (the CUDA issue ports them).
-void require_cpu_kernels(const char* optimizer, Device device);
 
 }  // namespace nb

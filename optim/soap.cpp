@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "error.h"
-#include "optim/linalg.h"
+#include "optim/optimizer_state.h"
 
 namespace nb {
 
@@ -25,7 +25,7 @@ void SoapConfig::validate() const {
         throw UsageError(fmt::format("--precondition-frequency {} must be >= 1", precondition_frequency));
 }
 
-Soap::Soap(const ParamLayout& layout, const SoapConfig& cfg) : cfg_(cfg) {
+Soap::Soap(const ParamLayout& layout, const SoapConfig& cfg, Device device) : cfg_(cfg), device_(device) {
     cfg_.validate();
     for (const ParamInfo& info : layout.params()) {
         if (info.shape.size() > 2)
@@ -36,183 +36,164 @@ Soap::Soap(const ParamLayout& layout, const SoapConfig& cfg) : cfg_(cfg) {
         const bool matrix = info.shape.size() == 2;
         slot.rows = matrix ? info.shape[0] : 1;
         slot.cols = matrix ? info.shape[1] : shape_numel(info.shape);
-        slot.m = Tensor::zeros(info.shape, DType::f32, Device::cpu);
-        slot.v = Tensor::zeros(info.shape, DType::f32, Device::cpu);
+        slot.m = Tensor::zeros(info.shape, DType::f32, device);
+        slot.v = Tensor::zeros(info.shape, DType::f32, device);
         // precondition_1d is off: a vector's only "side" would be the whole vector, and it gets no basis.
         if (matrix) {
             for (int d = 0; d < 2; ++d) {
                 const int64_t n = info.shape[static_cast<size_t>(d)];
                 if (n > cfg_.max_precond_dim) continue;
-                slot.gg[static_cast<size_t>(d)] = Tensor::zeros({n, n}, DType::f32, Device::cpu);
-                slot.q[static_cast<size_t>(d)] = Tensor::zeros({n, n}, DType::f32, Device::cpu);
+                slot.gg[static_cast<size_t>(d)] = Tensor::zeros({n, n}, DType::f32, device);
+                slot.q[static_cast<size_t>(d)] = Tensor::zeros({n, n}, DType::f32, device);
             }
         }
         slots_.push_back(std::move(slot));
     }
 }
 
-// The state was sized for one layout; a different one is a programming error, not a user error.
-static void check_matches(const ParamLayout& layout, size_t slots, const TensorSet& weights, const TensorSet& grads) {
-    if (static_cast<size_t>(layout.size()) != slots || static_cast<size_t>(weights.size()) != slots ||
-        static_cast<size_t>(grads.size()) != slots)
-        throw std::logic_error(fmt::format("Soap::step: layout has {} params, state {}, weights {}, grads {}",
-                                           layout.size(), slots, weights.size(), grads.size()));
-    for (int i = 0; i < layout.size(); ++i) {
-        const Shape& shape = layout[i].shape;
-        if (weights[i].shape() != shape || grads[i].shape() != shape)
-            throw std::logic_error(fmt::format("Soap::step: {} expects shape {}, got weight {} grad {}", layout[i].name,
-                                               shape_string(shape), shape_string(weights[i].shape()),
-                                               shape_string(grads[i].shape())));
-    }
+// The state was sized for one layout on one device; anything else is a programming error, not a user error.
+static void check_state(const ParamLayout& layout, size_t slots, Device state, Device backend) {
+    if (state != backend)
+        throw std::logic_error(fmt::format("Soap::step: the state lives on {} but the ops run on {}",
+                                           device_name(state), device_name(backend)));
+    if (static_cast<size_t>(layout.size()) != slots)
+        throw std::logic_error(fmt::format("Soap::step: layout has {} params, state {}", layout.size(), slots));
 }
 
 void Soap::step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) {
-    check_matches(layout, slots_.size(), weights, grads);
+    check_state(layout, slots_.size(), device_, ops.device());
+    check_step_arguments("Soap", layout, weights, grads);
     // The reference counts its step from 0 at the first call and skips that call's update, so its s is the
     // number of calls before this one.
     const int64_t s = steps_taken_;
     for (int i = 0; i < layout.size(); ++i) {
         Slot& slot = slots_[static_cast<size_t>(i)];
         if (s == 0)
-            first_step(slot, grads[i].f32());
+            first_step(ops, slot, grads[i]);
         else
-            update_step(slot, layout[i], weights[i].f32(), grads[i].f32(), lr, s);
+            update_step(ops, slot, layout[i], weights[i], grads[i], lr, s);
     }
     steps_taken_ = s + 1;
 }
 
-// torch.lerp's formula (two forms, whichever keeps the rounding small), so GG accumulates as the reference's does.
-static float lerp(float from, float to, float w) {
-    return std::fabs(w) < 0.5f ? from + w * (to - from) : to - (to - from) * (1.0f - w);
-}
-
-// GG_d <- lerp(GG_d, outer_d, w), outer_0 = G G^T [r, r], outer_1 = G^T G [c, c].
-static void accumulate_outer(Tensor& gg, int dim, const float* g, int64_t r, int64_t c, float w) {
-    const int64_t n = dim == 0 ? r : c;
-    std::vector<float> outer(static_cast<size_t>(n * n));
-    if (dim == 0)
-        linalg::gemm(false, true, r, r, c, 1.0f, g, g, 0.0f, outer.data());
-    else
-        linalg::gemm(true, false, c, c, r, 1.0f, g, g, 0.0f, outer.data());
-    float* a = gg.f32();
-    for (size_t k = 0; k < outer.size(); ++k) a[k] = lerp(a[k], outer[k], w);
+// GG_d <- lerp(GG_d, outer_d, w) (torch.lerp's formula, so GG accumulates as the reference's does),
+// outer_0 = G G^T [r, r], outer_1 = G^T G [c, c]; g is the gradient viewed [r, c].
+static void accumulate_outer(Ops& ops, Tensor& gg, int dim, const Tensor& g, float w) {
+    Tensor outer = ops.f32_output(gg.shape());
+    ops.matmul(outer, g, g, dim == 1, dim == 0, 1.0f, 0.0f);
+    ops.lerp_inplace(gg, outer, w);
 }
 
 // The basis's first version: the exact eigenvectors. The 1e-30 on the diagonal is the reference's guard for an
 // all-zero GG (a parameter with zero gradient), where it makes the eigenproblem well posed.
-static void initial_eigenbasis(const Tensor& gg, Tensor& q) {
-    const int64_t n = gg.dim(0);
-    std::vector<float> a(gg.f32(), gg.f32() + n * n);
-    for (int64_t k = 0; k < n; ++k) a[static_cast<size_t>(k * n + k)] += 1e-30f;
-    linalg::symmetric_eigenvectors_descending(n, a.data(), q.f32());
+static void initial_eigenbasis(Ops& ops, const Tensor& gg, Tensor& q) {
+    Tensor a = ops.copy_of(gg);
+    ops.add_to_diagonal(a, 1e-30f);
+    ops.symmetric_eigenvectors_descending(q, a);
+}
+
+// The permutation that sorts `values` descending, ties in index order (a stable sort, as the CPU always did).
+static std::vector<int64_t> descending_order(const Tensor& values_on_host) {
+    const float* est = values_on_host.f32();
+    std::vector<int64_t> order(static_cast<size_t>(values_on_host.numel()));
+    std::iota(order.begin(), order.end(), int64_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return est[x] > est[y]; });
+    return order;
 }
 
 // One power iteration towards GG_d's eigenbasis from the current one. The columns are first put in the order
 // of their Rayleigh quotients (the estimated eigenvalues), and V's entries along dim d follow them, so that V
-// keeps describing the same directions; QR then restores orthonormality.
-static void refresh_eigenbasis(const Tensor& gg, Tensor& q, Tensor& v, int dim, int64_t r, int64_t c) {
+// keeps describing the same directions; QR then restores orthonormality. v is the second moment viewed [r, c].
+static void refresh_eigenbasis(Ops& ops, const Tensor& gg, Tensor& q, Tensor& v, int dim) {
     const int64_t n = gg.dim(0);
-    const size_t un = static_cast<size_t>(n);
-    float* qd = q.f32();
-    std::vector<float> gq(un * un);  // GG Q
-    linalg::gemm(false, false, n, n, n, 1.0f, gg.f32(), qd, 0.0f, gq.data());
-    std::vector<float> est(un, 0.0f);  // diag(Q^T GG Q): column j's q_j . (GG q_j)
-    for (size_t i = 0; i < un; ++i)
-        for (size_t j = 0; j < un; ++j) est[j] += qd[i * un + j] * gq[i * un + j];
-    std::vector<int64_t> order(un);
-    std::iota(order.begin(), order.end(), int64_t{0});
-    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
-        return est[static_cast<size_t>(x)] > est[static_cast<size_t>(y)];
-    });
+    Tensor gq = ops.f32_output({n, n});  // GG Q
+    ops.matmul(gq, gg, q, false, false, 1.0f, 0.0f);
+    Tensor estimates = ops.f32_output({n});  // diag(Q^T GG Q): column j's q_j . (GG q_j)
+    ops.column_dots(estimates, q, gq);
+    const std::vector<int64_t> order = descending_order(estimates.to(Device::cpu));  // n floats to the host
 
     // V <- V.index_select(dim, order)
-    float* vd = v.f32();
-    std::vector<float> old(vd, vd + r * c);
-    const size_t ur = static_cast<size_t>(r), uc = static_cast<size_t>(c);
-    for (size_t a = 0; a < ur; ++a)
-        for (size_t b = 0; b < uc; ++b) {
-            const size_t src_a = dim == 0 ? static_cast<size_t>(order[a]) : a;
-            const size_t src_b = dim == 1 ? static_cast<size_t>(order[b]) : b;
-            vd[a * uc + b] = old[src_a * uc + src_b];
-        }
+    Tensor v_sorted = ops.f32_output(v.shape());
+    ops.index_select(v_sorted, v, dim, order);
+    ops.cast(v, v_sorted);
 
     // GG (Q[:, order]) is (GG Q)[:, order]: permute the product rather than compute it again.
-    std::vector<float> power(un * un);
-    for (size_t i = 0; i < un; ++i)
-        for (size_t j = 0; j < un; ++j) power[i * un + j] = gq[i * un + static_cast<size_t>(order[j])];
-    linalg::qr_orthonormal(n, power.data(), qd);
+    Tensor power = ops.f32_output({n, n});
+    ops.index_select(power, gq, 1, order);
+    ops.qr_orthonormal(q, power);
 }
 
 // Q_0^T X Q_1 (back: Q_0 X Q_1^T), side 0 first as the reference contracts; a side without a basis is skipped.
-std::vector<float> Soap::project(const Slot& slot, const float* x, bool back) const {
-    const int64_t r = slot.rows, c = slot.cols;
-    std::vector<float> cur(x, x + r * c), next(cur.size());
+Tensor Soap::project(Ops& ops, const Slot& slot, const Tensor& x, bool back) const {
+    const Shape matrix = {slot.rows, slot.cols};
+    Tensor cur = x.reshaped(matrix);
+    bool fresh = false;  // cur is a new tensor, not x
     if (slot.q[0].defined()) {
-        linalg::gemm(!back, false, r, c, r, 1.0f, slot.q[0].f32(), cur.data(), 0.0f, next.data());
-        cur.swap(next);
+        Tensor next = ops.f32_output(matrix);
+        ops.matmul(next, slot.q[0], cur, !back, false, 1.0f, 0.0f);
+        cur = next;
+        fresh = true;
     }
     if (slot.q[1].defined()) {
-        linalg::gemm(false, back, r, c, c, 1.0f, cur.data(), slot.q[1].f32(), 0.0f, next.data());
-        cur.swap(next);
+        Tensor next = ops.f32_output(matrix);
+        ops.matmul(next, cur, slot.q[1], false, back, 1.0f, 0.0f);
+        cur = next;
+        fresh = true;
     }
-    return cur;
+    return (fresh ? cur : ops.copy_of(cur)).reshaped(x.shape());
 }
 
-void Soap::first_step(Slot& slot, const float* g) {
+void Soap::first_step(Ops& ops, Slot& slot, const Tensor& g) {
     // GG starts at zero, so its lerp is (1 - beta_s) times the outer product.
     const float w = static_cast<float>(1.0 - static_cast<double>(cfg_.effective_shampoo_beta()));
+    const Tensor g_matrix = g.reshaped({slot.rows, slot.cols});
     for (int d = 0; d < 2; ++d) {
         const size_t ud = static_cast<size_t>(d);
         if (!slot.gg[ud].defined()) continue;
-        accumulate_outer(slot.gg[ud], d, g, slot.rows, slot.cols, w);
-        initial_eigenbasis(slot.gg[ud], slot.q[ud]);
+        accumulate_outer(ops, slot.gg[ud], d, g_matrix, w);
+        initial_eigenbasis(ops, slot.gg[ud], slot.q[ud]);
     }
 }
 
-void Soap::update_step(Slot& slot, const ParamInfo& info, float* p, const float* g, float lr, int64_t s) {
-    const size_t numel = static_cast<size_t>(slot.rows * slot.cols);
-    const std::vector<float> gp = project(slot, g, false);
+void Soap::update_step(Ops& ops, Slot& slot, const ParamInfo& info, Tensor& p, const Tensor& g, float lr,
+                       int64_t s) {
+    const Tensor gp = project(ops, slot, g, false);
 
-    // The coefficients as the reference computes them: in double (Python floats), rounded once to f32.
+    // The step size as the reference computes it: in double (Python floats), rounded once to f32.
     const double b1 = cfg_.beta1, b2 = cfg_.beta2;
-    const float beta1 = cfg_.beta1, beta2 = cfg_.beta2;
-    const float one_minus_b1 = static_cast<float>(1.0 - b1), one_minus_b2 = static_cast<float>(1.0 - b2);
     const double step_size = static_cast<double>(lr) * std::sqrt(1.0 - std::pow(b2, static_cast<double>(s))) /
                              (1.0 - std::pow(b1, static_cast<double>(s)));
 
-    float* m = slot.m.f32();
-    float* v = slot.v.f32();
-    std::vector<float> adam(numel);  // M / (sqrt(V) + eps), in the eigenbasis
-    for (size_t k = 0; k < numel; ++k) {
-        m[k] = m[k] * beta1 + one_minus_b1 * gp[k];
-        v[k] = v[k] * beta2 + one_minus_b2 * (gp[k] * gp[k]);
-        adam[k] = m[k] / (std::sqrt(v[k]) + cfg_.eps);
-    }
-    const std::vector<float> update = project(slot, adam.data(), true);
-    const float alpha = static_cast<float>(-step_size);
-    for (size_t k = 0; k < numel; ++k) p[k] = p[k] + alpha * update[k];
+    Tensor direction = ops.f32_output(slot.m.shape());  // M / (sqrt(V) + eps), in the eigenbasis
+    ops.adam_direction(direction, slot.m, slot.v, gp, cfg_.beta1, cfg_.beta2, cfg_.eps);
+    const Tensor update = project(ops, slot, direction, true);
+    ops.add_scaled_inplace(p, update, static_cast<float>(-step_size));
     // Decoupled decay after the update, scaled by lr alone (not by the bias correction), as the reference does.
     if (cfg_.weight_decay > 0.0f && info.weight_decay()) {
         const float decay = static_cast<float>(-static_cast<double>(lr) * static_cast<double>(cfg_.weight_decay));
-        for (size_t k = 0; k < numel; ++k) p[k] = p[k] + decay * p[k];
+        ops.add_scaled_inplace(p, p, decay);
     }
-    update_preconditioner(slot, g, s);
+    update_preconditioner(ops, slot, g, s);
 }
 
-void Soap::update_preconditioner(Slot& slot, const float* g, int64_t s) {
+void Soap::update_preconditioner(Ops& ops, Slot& slot, const Tensor& g, int64_t s) {
+    // Without a basis on either side there is no GG to follow and M's change of basis is the identity.
+    if (!slot.q[0].defined() && !slot.q[1].defined()) return;
     // M leaves the old basis before GG (and perhaps the basis) changes, and enters the new one afterwards.
-    const std::vector<float> m_original = project(slot, slot.m.f32(), true);
+    const Tensor m_original = project(ops, slot, slot.m, true);
     const float w = static_cast<float>(1.0 - static_cast<double>(cfg_.effective_shampoo_beta()));
+    const Tensor g_matrix = g.reshaped({slot.rows, slot.cols});
     for (int d = 0; d < 2; ++d)
         if (slot.gg[static_cast<size_t>(d)].defined())
-            accumulate_outer(slot.gg[static_cast<size_t>(d)], d, g, slot.rows, slot.cols, w);
-    if (s > 0 && s % cfg_.precondition_frequency == 0)
+            accumulate_outer(ops, slot.gg[static_cast<size_t>(d)], d, g_matrix, w);
+    if (s > 0 && s % cfg_.precondition_frequency == 0) {
+        Tensor v_matrix = slot.v.reshaped({slot.rows, slot.cols});
         for (int d = 0; d < 2; ++d)
             if (slot.gg[static_cast<size_t>(d)].defined())
-                refresh_eigenbasis(slot.gg[static_cast<size_t>(d)], slot.q[static_cast<size_t>(d)], slot.v, d,
-                                   slot.rows, slot.cols);
-    const std::vector<float> m_projected = project(slot, m_original.data(), false);
-    std::copy(m_projected.begin(), m_projected.end(), slot.m.f32());
+                refresh_eigenbasis(ops, slot.gg[static_cast<size_t>(d)], slot.q[static_cast<size_t>(d)], v_matrix, d);
+    }
+    const Tensor m_projected = project(ops, slot, m_original, false);
+    ops.cast(slot.m, m_projected);
 }
 
 void Soap::set_steps_taken(int64_t steps) {
@@ -253,13 +234,10 @@ const Tensor* Soap::preconditioner(int param, int dim) const {
     return gg.defined() ? &gg : nullptr;
 }
 
-Tensor Soap::exp_avg_original_space(int param) const {
+Tensor Soap::exp_avg_original_space(Ops& ops, int param) const {
     check_index(slots_.size(), param, 0);
     const Slot& slot = slots_[static_cast<size_t>(param)];
-    const std::vector<float> back = project(slot, slot.m.f32(), true);
-    Tensor out = Tensor::empty(slot.m.shape(), DType::f32, Device::cpu);
-    std::copy(back.begin(), back.end(), out.f32());
-    return out;
+    return project(ops, slot, slot.m, true);
 }
 
 }  // namespace nb

@@ -23,8 +23,11 @@
 //                M  <- project(M)
 // The eigendecomposition runs once per parameter; afterwards the cheap QR keeps the basis tracking GG.
 //
-// Everything is host arithmetic (loops and OpenBLAS, optim/linalg.h) on f32 CPU tensors: the state lives on the
-// CPU, and the weights and gradients that step() takes must be host f32 tensors too.
+// All arithmetic goes through the op interface (src/ops.h: matmul, symmetric_eigenvectors_descending,
+// qr_orthonormal and the small kernels beside them), on f32 state kept on the optimizer's device beside the
+// weights, so the same code runs on either backend. Only the refresh's argsort runs on the host, on the n
+// Rayleigh quotients it downloads (every precondition_frequency-th step). The eigenvectors' signs are the
+// solver's; the update does not depend on them (each Q appears once in project and once in project_back).
 #pragma once
 
 #include <array>
@@ -51,12 +54,14 @@ struct SoapConfig {
 
 class Soap final : public Optimizer {
 public:
-    // Allocates every state tensor (zeros, f32, CPU) for `layout`, the eigenbases included, so the pointers that
-    // state_tensors() returns are stable from here on. Validates `cfg`; std::logic_error for a parameter of rank > 2.
-    Soap(const ParamLayout& layout, const SoapConfig& cfg);
+    // Allocates every state tensor (zeros, f32, on `device`) for `layout`, the eigenbases included, so the
+    // pointers that state_tensors() returns are stable from here on. Validates `cfg`; std::logic_error for a
+    // parameter of rank > 2.
+    Soap(const ParamLayout& layout, const SoapConfig& cfg, Device device = Device::cpu);
 
     std::string name() const override { return "soap"; }
-    // Weights and gradients must be f32 host tensors. The first call only builds the preconditioners.
+    // `ops` must be the backend of the state's device; weights and gradients are f32 tensors there. The first
+    // call only builds the preconditioners.
     void step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) override;
     // Calls to step() so far, the skipped first one included: the reference's s is steps_taken() - 1.
     int64_t steps_taken() const override { return steps_taken_; }
@@ -70,9 +75,10 @@ public:
     // Q_dim / GG_dim of parameter `param` (dim 0: rows, 1: columns), or nullptr where that side has none.
     const Tensor* eigenbasis(int param, int dim) const;
     const Tensor* preconditioner(int param, int dim) const;
-    // The first moment in the parameter's own coordinates, project_back(M): free of the eigenvectors' arbitrary
-    // signs and order, so it compares directly with another implementation's.
-    Tensor exp_avg_original_space(int param) const;
+    // The first moment in the parameter's own coordinates, project_back(M), computed by `ops` (a new tensor on
+    // the state's device): free of the eigenvectors' arbitrary signs and order, so it compares directly with
+    // another implementation's.
+    Tensor exp_avg_original_space(Ops& ops, int param) const;
 
 private:
     struct Slot {
@@ -82,12 +88,14 @@ private:
         std::array<Tensor, 2> gg, q;         // per side; undefined where the side has no preconditioner
     };
 
-    void first_step(Slot& slot, const float* g);
-    void update_step(Slot& slot, const ParamInfo& info, float* p, const float* g, float lr, int64_t s);
-    void update_preconditioner(Slot& slot, const float* g, int64_t s);
-    std::vector<float> project(const Slot& slot, const float* x, bool back) const;
+    void first_step(Ops& ops, Slot& slot, const Tensor& g);
+    void update_step(Ops& ops, Slot& slot, const ParamInfo& info, Tensor& p, const Tensor& g, float lr, int64_t s);
+    void update_preconditioner(Ops& ops, Slot& slot, const Tensor& g, int64_t s);
+    // A new tensor shaped like x: project(x), or project_back(x) when `back`.
+    Tensor project(Ops& ops, const Slot& slot, const Tensor& x, bool back) const;
 
     SoapConfig cfg_;
+    Device device_;
     std::vector<Slot> slots_;
     int64_t steps_taken_ = 0;
 };

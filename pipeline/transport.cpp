@@ -15,6 +15,7 @@ const char* channel_name(Channel channel) {
         case Channel::clip_sums: return "clip_sums";
         case Channel::final_optimizer: return "final_optimizer";
         case Channel::trace: return "trace";
+        case Channel::announce: return "announce";
     }
     return "?";
 }

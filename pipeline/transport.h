@@ -13,9 +13,9 @@
 //
 // Payloads are tensors (activations and their gradients, in the backend's activation dtype; final weights) and
 // short vectors of host doubles (the per-iteration reports to stage 0: losses and sums of squares, whose bits
-// must survive, hence doubles). The implementations here move host tensors (CPU backend); the interface names
-// no device, so a device-side transport (NCCL send/recv on CUDA tensors, host doubles over MPI) can implement
-// it as it is.
+// must survive, hence doubles). The MPI transport moves host tensors (CPU backend), the in-process one copies
+// tensors on whatever device they are; the interface names no device, so the device-side transport
+// (pipeline/nccl_transport.h: NCCL send/recv on CUDA tensors, host doubles over MPI) implements it as it is.
 //
 // Collectives: the global gradient-norm clip needs every stage's per-parameter sums of squares on every stage
 // (optim/grad_clip.h): a non-blocking all-gather. Every stage starts the same all-gathers in the same order (an
@@ -42,8 +42,10 @@ enum class Channel : uint8_t {
     clip_sums,        // all-gather of the per-parameter sums of squares of optimizer step `index`
     final_optimizer,  // any stage -> stage 0, optimizer state tensor number `index` (pipeline/state_hash.h order)
     trace,            // any stage -> stage 0, the stage's timed records for --trace (index 0)
+    announce,         // stage s -> s±1, inside the NCCL transport: the header of its device message number
+                      // `index` on that link (pipeline/nccl_transport.h); never sent by the runtime itself
 };
-constexpr int kNumChannels = 9;
+constexpr int kNumChannels = 10;
 const char* channel_name(Channel channel);
 
 struct MessageTag {

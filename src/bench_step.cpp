@@ -3,6 +3,7 @@
 #include "model/flops.h"
 #include "model/stage_model.h"
 #include "model_step.h"
+#include "optim/muon.h"
 #include "optim/stage_optimizer.h"
 #include "rng.h"
 #include "timed_ops.h"
@@ -71,6 +72,31 @@ void print_step_profile(Ops& ops, const ModelConfig& c, int64_t micro_batch_size
     fmt::print("    {:<26} {:>7} {:>10} {:>7}\n", "op", "calls", "ms", "share");
     for (const auto& t : timed.report())
         fmt::print("    {:<26} {:>7} {:>10.2f} {:>6.1f}%\n", t.name, t.calls, t.seconds * 1e3, 100 * t.seconds / total);
+}
+
+double time_newton_schulz(Ops& ops, const ModelConfig& c, int ns_steps, int reps) {
+    const StageModel model(c, whole_model_spec(c));
+    const ParamLayout& layout = model.layout();
+    const TensorSet weights = model.init_weights(1).to(ops.device());
+    struct Batch {
+        std::vector<Tensor> outs;
+        std::vector<Tensor*> out_ptrs;
+        std::vector<const Tensor*> ins;
+    };
+    std::vector<Batch> batches;
+    for (const std::vector<int>& group : Muon::hidden_matrix_groups(layout)) {
+        Batch& b = batches.emplace_back();
+        for (int i : group) {
+            b.outs.push_back(ops.f32_output(layout[i].shape));
+            b.ins.push_back(&weights[i]);
+        }
+        for (Tensor& t : b.outs) b.out_ptrs.push_back(&t);
+    }
+    auto run = [&] {
+        for (Batch& b : batches) ops.newton_schulz(b.out_ptrs, b.ins, ns_steps);
+    };
+    run();
+    return best_seconds(ops, reps, run);
 }
 
 }  // namespace nb

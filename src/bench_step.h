@@ -20,6 +20,11 @@ StepTiming time_training_step(Ops& ops, const ModelConfig& config, int64_t micro
 // One step with every op timed (TimedOps): where the step's time goes, largest first, printed as a table.
 void print_step_profile(Ops& ops, const ModelConfig& config, int64_t micro_batch_size, int64_t seq_len);
 
+// Muon's Newton-Schulz over every hidden matrix of the model, batched by shape as Muon::step does it, on the
+// initial weights (random matrices of the right shapes): one warm-up (cuBLASLt plans), then the best of `reps`,
+// each synchronised. Seconds per optimizer step.
+double time_newton_schulz(Ops& ops, const ModelConfig& config, int ns_steps, int reps);
+
 // Best wall time of `reps` calls of body(), each followed by ops.synchronize().
 template <class F>
 double best_seconds(Ops& ops, int reps, F&& body);

@@ -109,6 +109,123 @@ public:
     // stale compute weights (activation dtype) the gradient was computed at:
     //   grad += ((lambda * grad) * grad) * (w - float(stale))       in that order, each operation rounded
     virtual void delay_compensate(Tensor& grad, const Tensor& w, const Tensor& stale, float lambda) = 0;
+    // The optimizers' arithmetic (optim/*.cpp keep the state and decide each parameter's hyperparameters).
+    // Every tensor here is f32: master weights (param), parameter gradients (grad) and optimizer state; each op
+    // works element by element in flat order unless it says otherwise. The f32 scalars are computed on the host
+    // by shared code (src/adamw_scalars.h, src/optimizer_scalars.h), so both backends start from the same bits.
+    // Every operation below is rounded on its own, in the order written; fma(a, b, c) = a*b + c rounded once.
+    // Except newton_schulz, the CUDA results are the CPU's bit for bit.
+
+    // One parameter of a fused AdamW step: its tensors and its own weight decay (0 for norm gains).
+    struct AdamWParamRef {
+        Tensor* param;
+        const Tensor* grad;
+        Tensor* m;
+        Tensor* v;
+        float weight_decay;
+    };
+    // adamw_update on every entry (one lr, betas, eps and step; each entry's own weight decay), with the bits of
+    // calling adamw_update on them one by one. CUDA: one kernel launch for all of them (multi-tensor apply).
+    virtual void adamw_update_multi(const std::vector<AdamWParamRef>& params, float lr, float beta1, float beta2,
+                                    float eps, int64_t step) = 0;
+
+    // ---- Lion (lucidrains/lion-pytorch), decay = 1 - lr*wd ----
+    //   p = p * decay ;  p = p - lr * sign(fma(g, 1-b1, m*b1)) ;  m = fma(g, 1-b2, m*b2)
+    // sign(0) = 0 (as torch.sign: a coordinate with no signal does not move); sign(NaN) = 0 as well.
+    virtual void lion_update(Tensor& param, const Tensor& grad, Tensor& m, float lr, float beta1, float beta2,
+                             float weight_decay) = 0;
+
+    // ---- Adan (sail-sg/Adan, proximal decay), scalars from adan_scalars() (src/optimizer_scalars.h) ----
+    //   diff = first_step ? 0 : g - prev
+    //   m = m*b1 + (1-b1)*g ;  m_diff = m_diff*b2 + (1-b2)*diff ;  u = g + b2*diff ;  n = n*b3 + ((1-b3)*u)*u
+    //   denom = sqrt(n) / bc3_sqrt + eps
+    //   p = p - (step_size*m) / denom ;  p = p - (step_size_diff*m_diff) / denom ;  p = p / shrink
+    //   prev = g
+    struct AdanScalars {
+        float beta1, one_minus_beta1, beta2, one_minus_beta2, beta3, one_minus_beta3;
+        float bc3_sqrt;        // sqrt(1 - b3^t)
+        float step_size;       // lr / (1 - b1^t)
+        float step_size_diff;  // lr * b2 / (1 - b2^t)
+        float eps;
+        float shrink;     // 1 + lr*wd: the proximal decay divides by it
+        bool first_step;  // t == 1: there is no previous gradient, the difference is 0
+    };
+    virtual void adan_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& m_diff, Tensor& n,
+                             Tensor& prev_grad, const AdanScalars& s) = 0;
+
+    // ---- MARS-AdamW (AGI-Arena/MARS, approximate gradient difference), in two ops around ||c||_F ----
+    // mars_correction: the variance-reduced gradient, scale = f32(gamma * b1 / (1 - b1)):
+    //   c = (g - last)*scale + g
+    // The optimizer then takes c_norm = sqrt(sum_squares(c)) in double and calls mars_update, scalars from
+    // mars_scalars() (src/optimizer_scalars.h):
+    //   c' = c_norm > 1 ? f32(double(c) / c_norm) : c            per-tensor clipping, the division in double
+    //   m = m*b1 + (1-b1)*c' ;  v = v*b2 + ((1-b2)*c')*c'
+    //   denom = (sqrt(v)*inv_bc2_sqrt + eps)*bc1
+    //   p = p + neg_lr*(p*wd + m/denom) ;  last = g
+    virtual void mars_correction(Tensor& c, const Tensor& grad, const Tensor& last_grad, float scale) = 0;
+    struct MarsScalars {
+        float beta1, one_minus_beta1, beta2, one_minus_beta2;
+        float bc1;           // 1 - b1^t
+        float inv_bc2_sqrt;  // 1 / sqrt(1 - b2^t)
+        float eps;
+        float neg_lr;        // -lr
+        float weight_decay;  // 0 for parameters without decay
+    };
+    virtual void mars_update(Tensor& param, const Tensor& c, const Tensor& grad, Tensor& last_grad, Tensor& m,
+                             Tensor& v, double c_norm, const MarsScalars& s) = 0;
+
+    // ---- Muon (KellerJordan/Muon) on a hidden matrix: momentum, orthogonalisation, update ----
+    // muon_momentum, the momentum as a lerp and the direction to orthogonalise:
+    //   buf = buf + (1-mu)*(g - buf) ;  update = nesterov ? g + mu*(buf - g) : buf      (update is its own tensor)
+    virtual void muon_momentum(Tensor& update, const Tensor& grad, Tensor& momentum, float mu, bool nesterov) = 0;
+    // newton_schulz: outs[i] = NewtonSchulz5(*ins[i]) for a BATCH of same-shaped [rows, cols] matrices (outs may
+    // alias ins). X = G / (||G||_F + 1e-7) per matrix, transposed when rows > cols; `steps` times
+    //   A = X X^T ;  B = b A + c A A ;  X = a X + B X          (a, b, c) = (3.4445, -4.7750, 2.0315)
+    // then transposed back. CPU: f32 products (OpenBLAS), matrix by matrix. CUDA: batched bf16 GEMMs with f32
+    // accumulation, as the reference implementation runs it: NOT the CPU's bits (about 1-2% relative Frobenius
+    // difference), but each matrix's bits do not depend on the batch it came in.
+    virtual void newton_schulz(const std::vector<Tensor*>& outs, const std::vector<const Tensor*>& ins,
+                               int steps) = 0;
+    // muon_apply, decoupled decay then the scaled orthogonal step (scale = sqrt(max(1, rows/cols))):
+    //   p = p * (1 - lr*wd) ;  p = p - lr*(ortho*scale)
+    virtual void muon_apply(Tensor& param, const Tensor& ortho, float lr, float scale, float weight_decay) = 0;
+    // Linear algebra on f32 optimizer state (SOAP's preconditioners and eigenbases: optim/soap.cpp). Every tensor
+    // here is f32 on the backend's device; a matrix is rank 2, row-major. The element-wise ops round each
+    // operation on its own, in the order written, so the CUDA results are the CPU's bit for bit; the products and
+    // factorizations are library calls (CPU: OpenBLAS/LAPACK on one BLAS thread for the factorizations; CUDA:
+    // cuBLAS in plain f32, never TF32, and cuSOLVER) and agree to f32 rounding, not bit for bit.
+
+    // c[m,n] = alpha op(a) op(b) + beta c, op(x) = x^T when trans_x (a is [m,k] or [k,m], b [k,n] or [n,k]).
+    // beta = 0 overwrites c without reading it. c must not share storage with a or b.
+    virtual void matmul(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float alpha,
+                        float beta) = 0;
+    // The columns of vectors [n,n]: orthonormal eigenvectors of the symmetric a [n,n], column 0 belonging to the
+    // largest eigenvalue (descending). Only a's lower triangle (a[i,j], i >= j) is read, as torch.linalg.eigh.
+    // Signs are the solver's (they may differ between backends), and where eigenvalues repeat any orthonormal
+    // basis of their space may come out. Single precision first; if it does not converge, double; if that fails
+    // too, nb::RuntimeError naming both routines and their info codes.
+    virtual void symmetric_eigenvectors_descending(Tensor& vectors, const Tensor& a) = 0;
+    // q [n,n] = Q of the Householder QR decomposition a = Q R of the square a [n,n] (torch.linalg.qr's Q), up to
+    // the signs of its columns: LAPACK and cuSOLVER may choose differently.
+    virtual void qr_orthonormal(Tensor& q, const Tensor& a) = 0;
+    // out[j] = sum_i a[i,j] * b[i,j] for a, b [m,n] and out [n] (diag(a^T b): Rayleigh quotients q_j . (A q_j)),
+    // accumulated in f32 from 0 in increasing i.
+    virtual void column_dots(Tensor& out, const Tensor& a, const Tensor& b) = 0;
+    // dst = src.index_select(dim, index) on a matrix src [r,c]: dim 0: dst[i,j] = src[index[i], j] (dst
+    // [index.size(), c]); dim 1: dst[i,j] = src[i, index[j]] (dst [r, index.size()]). The index is host data
+    // (computed on the host, e.g. an argsort) and is range-checked there. dst must not share storage with src.
+    virtual void index_select(Tensor& dst, const Tensor& src, int dim, const std::vector<int64_t>& index) = 0;
+    // a[k,k] += s for a square matrix a.
+    virtual void add_to_diagonal(Tensor& a, float s) = 0;
+    // a = torch.lerp(a, b, w), both of its forms: |w| < 0.5 ? a + w*(b - a) : b - (b - a)*(1 - w).
+    virtual void lerp_inplace(Tensor& a, const Tensor& b, float w) = 0;
+    // a = a + alpha*b (b may be a itself: a = a + alpha*a, a decoupled weight decay).
+    virtual void add_scaled_inplace(Tensor& a, const Tensor& b, float alpha) = 0;
+    // Adam's moments and its direction without bias correction (SOAP runs it in the eigenbasis), with
+    // c1 = f32(1 - double(beta1)) and c2 = f32(1 - double(beta2)):
+    //   m = m*beta1 + c1*g ;  v = v*beta2 + c2*(g*g) ;  direction = m / (sqrt(v) + eps)
+    virtual void adam_direction(Tensor& direction, Tensor& m, Tensor& v, const Tensor& g, float beta1, float beta2,
+                                float eps) = 0;
 };
 
 }  // namespace nb

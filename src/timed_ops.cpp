@@ -100,4 +100,60 @@ void TimedOps::delay_compensate(Tensor& grad, const Tensor& w, const Tensor& sta
     timed("delay_compensate", [&] { inner_.delay_compensate(grad, w, stale, lambda); });
 }
 
+void TimedOps::adamw_update_multi(const std::vector<AdamWParamRef>& params, float lr, float beta1, float beta2,
+                                  float eps, int64_t step) {
+    timed("adamw_update_multi", [&] { inner_.adamw_update_multi(params, lr, beta1, beta2, eps, step); });
+}
+void TimedOps::lion_update(Tensor& param, const Tensor& grad, Tensor& m, float lr, float beta1, float beta2,
+                           float weight_decay) {
+    timed("lion_update", [&] { inner_.lion_update(param, grad, m, lr, beta1, beta2, weight_decay); });
+}
+void TimedOps::adan_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& m_diff, Tensor& n,
+                           Tensor& prev_grad, const AdanScalars& s) {
+    timed("adan_update", [&] { inner_.adan_update(param, grad, m, m_diff, n, prev_grad, s); });
+}
+void TimedOps::mars_correction(Tensor& c, const Tensor& grad, const Tensor& last_grad, float scale) {
+    timed("mars_correction", [&] { inner_.mars_correction(c, grad, last_grad, scale); });
+}
+void TimedOps::mars_update(Tensor& param, const Tensor& c, const Tensor& grad, Tensor& last_grad, Tensor& m,
+                           Tensor& v, double c_norm, const MarsScalars& s) {
+    timed("mars_update", [&] { inner_.mars_update(param, c, grad, last_grad, m, v, c_norm, s); });
+}
+void TimedOps::muon_momentum(Tensor& update, const Tensor& grad, Tensor& momentum, float mu, bool nesterov) {
+    timed("muon_momentum", [&] { inner_.muon_momentum(update, grad, momentum, mu, nesterov); });
+}
+void TimedOps::newton_schulz(const std::vector<Tensor*>& outs, const std::vector<const Tensor*>& ins, int steps) {
+    timed("newton_schulz", [&] { inner_.newton_schulz(outs, ins, steps); });
+}
+void TimedOps::muon_apply(Tensor& param, const Tensor& ortho, float lr, float scale, float weight_decay) {
+    timed("muon_apply", [&] { inner_.muon_apply(param, ortho, lr, scale, weight_decay); });
+}
+void TimedOps::matmul(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float alpha,
+                      float beta) {
+    timed("matmul", [&] { inner_.matmul(c, a, b, trans_a, trans_b, alpha, beta); });
+}
+void TimedOps::symmetric_eigenvectors_descending(Tensor& vectors, const Tensor& a) {
+    timed("symmetric_eigenvectors_descending", [&] { inner_.symmetric_eigenvectors_descending(vectors, a); });
+}
+void TimedOps::qr_orthonormal(Tensor& q, const Tensor& a) {
+    timed("qr_orthonormal", [&] { inner_.qr_orthonormal(q, a); });
+}
+void TimedOps::column_dots(Tensor& out, const Tensor& a, const Tensor& b) {
+    timed("column_dots", [&] { inner_.column_dots(out, a, b); });
+}
+void TimedOps::index_select(Tensor& dst, const Tensor& src, int dim, const std::vector<int64_t>& index) {
+    timed("index_select", [&] { inner_.index_select(dst, src, dim, index); });
+}
+void TimedOps::add_to_diagonal(Tensor& a, float s) { timed("add_to_diagonal", [&] { inner_.add_to_diagonal(a, s); }); }
+void TimedOps::lerp_inplace(Tensor& a, const Tensor& b, float w) {
+    timed("lerp_inplace", [&] { inner_.lerp_inplace(a, b, w); });
+}
+void TimedOps::add_scaled_inplace(Tensor& a, const Tensor& b, float alpha) {
+    timed("add_scaled_inplace", [&] { inner_.add_scaled_inplace(a, b, alpha); });
+}
+void TimedOps::adam_direction(Tensor& direction, Tensor& m, Tensor& v, const Tensor& g, float beta1, float beta2,
+                              float eps) {
+    timed("adam_direction", [&] { inner_.adam_direction(direction, m, v, g, beta1, beta2, eps); });
+}
+
 }  // namespace nb

@@ -59,6 +59,29 @@ public:
     void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1, float beta2,
                       float eps, float weight_decay, int64_t step) override;
     void delay_compensate(Tensor& grad, const Tensor& w, const Tensor& stale, float lambda) override;
+    void adamw_update_multi(const std::vector<AdamWParamRef>& params, float lr, float beta1, float beta2, float eps,
+                            int64_t step) override;
+    void lion_update(Tensor& param, const Tensor& grad, Tensor& m, float lr, float beta1, float beta2,
+                     float weight_decay) override;
+    void adan_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& m_diff, Tensor& n, Tensor& prev_grad,
+                     const AdanScalars& s) override;
+    void mars_correction(Tensor& c, const Tensor& grad, const Tensor& last_grad, float scale) override;
+    void mars_update(Tensor& param, const Tensor& c, const Tensor& grad, Tensor& last_grad, Tensor& m, Tensor& v,
+                     double c_norm, const MarsScalars& s) override;
+    void muon_momentum(Tensor& update, const Tensor& grad, Tensor& momentum, float mu, bool nesterov) override;
+    void newton_schulz(const std::vector<Tensor*>& outs, const std::vector<const Tensor*>& ins, int steps) override;
+    void muon_apply(Tensor& param, const Tensor& ortho, float lr, float scale, float weight_decay) override;
+    void matmul(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float alpha,
+                float beta) override;
+    void symmetric_eigenvectors_descending(Tensor& vectors, const Tensor& a) override;
+    void qr_orthonormal(Tensor& q, const Tensor& a) override;
+    void column_dots(Tensor& out, const Tensor& a, const Tensor& b) override;
+    void index_select(Tensor& dst, const Tensor& src, int dim, const std::vector<int64_t>& index) override;
+    void add_to_diagonal(Tensor& a, float s) override;
+    void lerp_inplace(Tensor& a, const Tensor& b, float w) override;
+    void add_scaled_inplace(Tensor& a, const Tensor& b, float alpha) override;
+    void adam_direction(Tensor& direction, Tensor& m, Tensor& v, const Tensor& g, float beta1, float beta2,
+                        float eps) override;
 
 private:
     template <class F>

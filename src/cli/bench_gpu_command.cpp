@@ -2,13 +2,17 @@
 // Prints the cuBLASLt bf16 GEMM rate at 8192^3 measured in this run, tokens/s, model-FLOP utilisation against
 // the dense bf16 peak of an H100/H200 (989 TFLOP/s) and against that measured GEMM rate, and GPU memory in use.
 //   Target (issue #5): >= 45% MFU for smollm-360m on one H200.
+// Also times Muon's Newton-Schulz (every hidden matrix, batched by shape as Muon::step does) against the step:
+//   Target: Muon overhead <= 3% of the step time.
 #include <fmt/format.h>
 
 #include "backend.h"
 #include "bench_step.h"
 #include "commands.h"
 #include "error.h"
+#include "optim/muon.h"
 #ifdef NOBUBBLE_HAVE_CUDA
+#include "cuda/attention_cudnn.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/gemm_bench.h"
 #endif
@@ -26,6 +30,7 @@ struct BenchGpuFlags {
     int64_t seq_length = 2048;
     std::vector<std::string> models = {"smollm-135m", "smollm-360m"};
     double target_mfu = 0.45;
+    double target_muon_share = 0.03;
     bool profile = false;
 };
 
@@ -43,6 +48,7 @@ int run_bench_gpu(const BenchGpuFlags& f) {
     fmt::print("  {:<12} {:>12} {:>10} {:>12} {:>10} {:>13} {:>13}\n", "model", "params", "ms/step", "tokens/s",
                "TFLOP/s", "MFU vs 989", "MFU vs GEMM");
     double mfu_360 = -1;
+    std::vector<std::string> muon_lines;
     for (const auto& name : f.models) {
         const StepTiming t = time_training_step(ops, model_preset(name), f.micro_batch_size, f.seq_length, f.steps);
         const double tflops = t.model_flops / t.seconds / 1e12;
@@ -51,15 +57,24 @@ int run_bench_gpu(const BenchGpuFlags& f) {
         fmt::print("  {:<12} {:>12} {:>10.1f} {:>12.0f} {:>10.1f} {:>12.1f}% {:>12.1f}%\n", name, t.parameters,
                    t.seconds * 1e3, static_cast<double>(t.tokens) / t.seconds, tflops, 100 * mfu,
                    100 * tflops / gemm_tflops);
+        const double ns_seconds = time_newton_schulz(ops, model_preset(name), MuonConfig{}.ns_steps, f.steps);
+        const double share = ns_seconds / t.seconds;
+        muon_lines.push_back(fmt::format("  {}: {:.2f} ms per Muon step = {:.2f}% of the step (target <= {:.0f}%: "
+                                         "{:.2f} x target)",
+                                         name, ns_seconds * 1e3, 100 * share, 100 * f.target_muon_share,
+                                         share / f.target_muon_share));
     }
     if (f.profile)
         for (const auto& name : f.models) {
             fmt::print("{}:\n", name);
             print_step_profile(ops, model_preset(name), f.micro_batch_size, f.seq_length);
         }
+    if (f.profile) fmt::print("attention: {}\n", cuda::attention_report(ops));
     fmt::print("GPU memory in use at the end (cudaMemGetInfo; the caching allocator keeps its peak): {:.2f} GiB\n",
                static_cast<double>(cuda::device_memory_used_bytes()) / (1u << 30));
-    fmt::print("Muon Newton-Schulz share of the step: not measured (Muon arrives with the optimizer issue)\n");
+    fmt::print("Muon Newton-Schulz ({} steps, bf16, every hidden matrix batched by shape; best of {}):\n",
+               MuonConfig{}.ns_steps, f.steps);
+    for (const auto& line : muon_lines) fmt::print("{}\n", line);
     if (mfu_360 >= 0)
         fmt::print("target: smollm-360m >= {:.0f}% MFU: measured {:.1f}% = {:.2f} x target\n", 100 * f.target_mfu,
                    100 * mfu_360, mfu_360 / f.target_mfu);

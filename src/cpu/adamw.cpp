@@ -49,4 +49,15 @@ void CpuOps::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& 
     }
 }
 
+// The fused form is a loop here: on one thread there is nothing to fuse, and calling adamw_update keeps the
+// bits identical by construction.
+void CpuOps::adamw_update_multi(const std::vector<AdamWParamRef>& params, float lr, float beta1, float beta2, float eps,
+                                int64_t step) {
+    if (step < 1)
+        throw std::invalid_argument(
+            fmt::format("adamw_update_multi: step {} must be >= 1 (torch counts from 1)", step));
+    for (const AdamWParamRef& p : params)
+        adamw_update(*p.param, *p.grad, *p.m, *p.v, lr, beta1, beta2, eps, p.weight_decay, step);
+}
+
 }  // namespace nb

@@ -262,7 +262,7 @@ void run_optimizer(const Args& args) {
         const auto* soap = dynamic_cast<const Soap*>(optimizer.get());
         std::vector<std::string> avg;
         for (int i = 0; i < layout.size(); ++i) {
-            const Tensor t = soap->exp_avg_original_space(i);
+            const Tensor t = soap->exp_avg_original_space(ops, i);
             const std::string file = fmt::format("soap_exp_avg_{}.f32", i);
             write_tensors(args.workdir + "/" + file, {&t});
             avg.push_back(fmt::format(R"(    {{"param": {}, "file": "{}", "shape": {}}})", i, file,

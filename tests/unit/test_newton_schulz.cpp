@@ -1,4 +1,4 @@
-// Muon's Newton-Schulz iteration (optim/newton_schulz.h) by its defining properties: it keeps the singular
+// Muon's Newton-Schulz iteration (src/cpu/newton_schulz.h) by its defining properties: it keeps the singular
 // vectors and pushes every singular value into a band around 1 (about [0.7, 1.2] after 5 steps, not exactly 1:
 // the quintic's coefficients trade that for speed), and a tall matrix is handled as the transpose of a wide one.
 #include <doctest/doctest.h>
@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "optim/linalg.h"
-#include "optim/newton_schulz.h"
+#include "cpu/newton_schulz.h"
 #include "rng.h"
+#include "singular_values.h"
 
 namespace {
 
@@ -19,33 +19,17 @@ std::vector<float> random_matrix(int64_t rows, int64_t cols, uint64_t seed) {
     return m;
 }
 
-// The squared singular values of x [r, c] (r <= c): the eigenvalues of x x^T, descending.
-std::vector<float> squared_singular_values(const std::vector<float>& x, int64_t r, int64_t c) {
-    std::vector<float> gram(static_cast<size_t>(r * r)), vectors(static_cast<size_t>(r * r));
-    nb::linalg::gemm(false, true, r, r, c, 1.0f, x.data(), x.data(), 0.0f, gram.data());
-    nb::linalg::symmetric_eigenvectors_descending(r, gram.data(), vectors.data());
-    std::vector<float> values;  // v_i^T G v_i for each eigenvector (column i)
-    for (int64_t i = 0; i < r; ++i) {
-        double value = 0;
-        for (int64_t a = 0; a < r; ++a)
-            for (int64_t b = 0; b < r; ++b)
-                value += static_cast<double>(vectors[a * r + i]) * gram[a * r + b] * vectors[b * r + i];
-        values.push_back(static_cast<float>(value));
-    }
-    return values;
-}
-
 }  // namespace
 
 TEST_CASE("newton_schulz5: every singular value lands in [0.6, 1.25] after 5 steps, from a wide spread") {
     const int64_t r = 12, c = 40;
     std::vector<float> g = random_matrix(r, c, 7);
     for (int64_t j = 0; j < c; ++j) g[j] *= 30.0f;  // one row far larger: singular values spread widely
-    const std::vector<float> before = squared_singular_values(g, r, c);
+    const std::vector<float> before = nb::test::squared_singular_values(g.data(), r, c);
     CHECK(before.front() / before.back() > 100.0f);
     std::vector<float> out(g.size());
     nb::newton_schulz5(g.data(), out.data(), r, c, 5);
-    for (float s2 : squared_singular_values(out, r, c)) {
+    for (float s2 : nb::test::squared_singular_values(out.data(), r, c)) {
         CAPTURE(s2);
         CHECK(s2 > 0.6f * 0.6f);
         CHECK(s2 < 1.25f * 1.25f);

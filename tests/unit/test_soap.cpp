@@ -240,7 +240,7 @@ TEST_CASE("the first moment in original coordinates is the EMA of the gradients,
         for (size_t k = 0; k < ema.size(); ++k) ema[k] = cfg.beta1 * ema[k] + (1.0 - cfg.beta1) * grads[0].f32()[k];
         if (call == 1) q0_after_s1 = to_double(*soap.eigenbasis(0, 0));
         if (call == 2) CHECK(to_double(*soap.eigenbasis(0, 0)) != q0_after_s1);  // s = 2 refreshed the basis
-        const Tensor m = soap.exp_avg_original_space(0);
+        const Tensor m = soap.exp_avg_original_space(ops, 0);
         for (size_t k = 0; k < ema.size(); ++k) CHECK(std::fabs(m.f32()[k] - ema[k]) < 1e-5);
         check_orthonormal(*soap.eigenbasis(0, 0), 1e-5);
         check_orthonormal(*soap.eigenbasis(0, 1), 1e-5);

@@ -1,9 +1,11 @@
-#include "optim/newton_schulz.h"
+#include "cpu/newton_schulz.h"
 
 #include <cmath>
 #include <vector>
 
+#include "cpu/cpu_ops.h"
 #include "optim/linalg.h"
+#include "optimizer_checks.h"
 
 namespace nb {
 
@@ -42,6 +44,13 @@ void newton_schulz5(const float* g, float* out, int64_t rows, int64_t cols, int 
     iterate(x, r, c, steps);
     for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < cols; ++j) out[i * cols + j] = transpose ? x[j * rows + i] : x[i * cols + j];
+}
+
+// The batch is only a calling convention here: each matrix is its own f32 problem.
+void CpuOps::newton_schulz(const std::vector<Tensor*>& outs, const std::vector<const Tensor*>& ins, int steps) {
+    const MatrixBatch batch = check_matrix_batch("newton_schulz", Device::cpu, outs, ins);
+    for (size_t i = 0; i < ins.size(); ++i)
+        newton_schulz5(ins[i]->f32(), outs[i]->f32(), batch.rows, batch.cols, steps);
 }
 
 }  // namespace nb

@@ -1,0 +1,38 @@
+// The CPU backend's matrix products and factorizations for the optimizers (src/ops.h, "linear algebra for
+// optimizers"): thin wrappers over optim/linalg.h, which calls OpenBLAS's sgemm and LAPACK's ssyevd (dsyevd as
+// the fallback), sgeqrf and sorgqr. The factorizations run on one BLAS thread there, so their bits do not depend
+// on the thread count; sgemm splits output tiles, never a sum.
+#include "cpu/cpu_ops.h"
+#include "linalg_checks.h"
+#include "optim/linalg.h"
+
+namespace nb {
+
+using namespace linalg_checks;
+
+// c[m,n] = alpha op(a) op(b) + beta c
+void CpuOps::matmul(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float alpha,
+                    float beta) {
+    const MatmulDims d = check_matmul(c, a, b, trans_a, trans_b, Device::cpu);
+    if (d.m == 0 || d.n == 0) return;
+    if (d.k == 0) {  // an empty sum (BLAS rejects a leading dimension of 0)
+        float* cp = c.f32();
+        for (int64_t i = 0; i < d.m * d.n; ++i) cp[i] = beta == 0.0f ? 0.0f : beta * cp[i];
+        return;
+    }
+    linalg::gemm(trans_a, trans_b, d.m, d.n, d.k, alpha, a.f32(), b.f32(), beta, c.f32());
+}
+
+// Columns of `vectors`: eigenvectors of a's lower triangle, largest eigenvalue first.
+void CpuOps::symmetric_eigenvectors_descending(Tensor& vectors, const Tensor& a) {
+    const int64_t n = check_factorization("symmetric_eigenvectors_descending", "vectors", vectors, a, Device::cpu);
+    linalg::symmetric_eigenvectors_descending(n, a.f32(), vectors.f32());
+}
+
+// q = Q of a = Q R
+void CpuOps::qr_orthonormal(Tensor& q, const Tensor& a) {
+    const int64_t n = check_factorization("qr_orthonormal", "q", q, a, Device::cpu);
+    linalg::qr_orthonormal(n, a.f32(), q.f32());
+}
+
+}  // namespace nb
