@@ -67,7 +67,8 @@ CudaContext::~CudaContext() {
     if (newton_schulz_plans) destroy_newton_schulz_plans(newton_schulz_plans);
     if (attention_plans) destroy_attention_plans(attention_plans);
     if (linalg) destroy_linalg_handles(linalg);
-    if (memory) destroy_device_memory(memory);  // frees every block, the scratch buffer's too
+    if (memory && scratch_ptr) as_device_memory(memory)->release(scratch_ptr, scratch_bytes);  // not a leak
+    if (memory) destroy_device_memory(memory);
     if (workspace) cudaFree(workspace);
     if (lt) cublasLtDestroy(lt);
     if (stream) cudaStreamDestroy(stream);

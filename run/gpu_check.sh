@@ -83,7 +83,7 @@ if ! skip train; then
   note "train --device cuda: exit $?"
   tail -n 9 "$out/train_cuda.txt" | tee -a "$summary"
   # The delayed-gradient path on the GPU: Muon with Error Feedback on 2 in-process 2BW stages, then SOAP.
-  for run in "muon --schedule 2bw --stages 2 --delay-fix ef --lr 2e-2" "soap --lr 3e-3"; do
+  for run in "muon --schedule 2bw --stages 2 --num-microbatches 2 --delay-fix ef --lr 2e-2" "soap --lr 3e-3"; do
     name=train_cuda_${run%% *}.txt
     timeout 120 "$build/nobubble" train --device cuda --model tiny --data "$build/corpus.txt" --optimizer $run \
       --lr-warmup-iters 10 --train-iters 100 --micro-batch-size 16 --seq-length 256 --eval-interval 50 \
