@@ -1,8 +1,10 @@
 // CudaOps: the CUDA backend of the op interface (src/ops.h). bf16 activations and compute weights, f32
 // statistics, parameter gradients, master weights and optimizer state.
 //
-// Each op family lives in its own .cu file under cuda/ (linear.cu: cuBLASLt; attention.cu; rmsnorm.cu;
-// rope.cu; swiglu.cu; embedding.cu; cross_entropy.cu; elementwise.cu; adamw.cu), and the math of each kernel
+// Each op family lives in its own .cu file under cuda/ (linear.cu: cuBLASLt; attention.cu: the hand-written
+// kernels, attention_cudnn.cu: cuDNN's fused attention; rmsnorm.cu; rope.cu; swiglu.cu; embedding.cu;
+// cross_entropy.cu; elementwise.cu; the optimizers: adamw.cu, adamw_multi.cu, lion.cu, adan.cu, mars.cu, muon.cu,
+// newton_schulz.cu (batched cuBLASLt), soap.cu, linalg.cu (cuBLAS f32 + cuSOLVER)), and the math of each kernel
 // is written beside it. All kernels run on one stream (CudaContext::stream); host-side results (sum,
 // sum_squares) synchronise it.
 //

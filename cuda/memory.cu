@@ -11,8 +11,9 @@
 //   so a copy to the host returns with the data and sees every op issued before it.
 // - Out of memory: the cached blocks are freed and the cudaMalloc retried once; if it still fails, a
 //   RuntimeError "CUDA out of memory (<context>): tried to allocate X MiB, Y MiB free of Z MiB (cudaMemGetInfo),
-//   N MiB held by nobubble's allocator in live tensors". The context (e.g. "stage 2") is set by the trainer
-//   through set_oom_context (cuda/context.h).
+//   N MiB held by nobubble's allocator in live tensors". The pipeline drivers put the stage in front of every
+//   error a stage raises ("stage 2: ...", "rank 2 (stage 2): ..."), so the message names the stage; an optional
+//   label of the caller's own goes in the parentheses (set_oom_context, cuda/context.h).
 #include <cuda_runtime.h>
 
 #include <cstdio>

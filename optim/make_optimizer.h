@@ -12,8 +12,7 @@ namespace nb {
 
 // A validated optimizer for the parameters of `layout`, its state (zeros) on `device`. `peak_lr` is --lr, the
 // learning rate the schedule peaks at: optimizers with an auxiliary AdamW scale its lr by adam_lr / peak_lr.
-// nb::UsageError for a bad config (OptimizerConfig::validate) and for an optimizer whose kernels exist only on
-// the CPU when `device` is not the CPU.
+// nb::UsageError for a bad config (OptimizerConfig::validate). Every optimizer runs on both backends.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, const ParamLayout& layout, double peak_lr,
                                           Device device);
 

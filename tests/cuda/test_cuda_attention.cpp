@@ -66,7 +66,7 @@ private:
 // CHECKs that exactly `forward` forward and `backward` backward calls ran, all on `impl`.
 void check_ran_on(CudaOps& ops, AttentionImpl impl, int64_t forward, int64_t backward) {
     const AttentionCounts n = attention_counts(ops);
-    INFO("implementation " << attention_impl_name(impl) << "; " << attention_report(ops));
+    INFO("implementation " << std::string(attention_impl_name(impl)) << "; " << attention_report(ops));
     if (impl == AttentionImpl::cudnn) {
         CHECK(n.cudnn_forward == forward);
         CHECK(n.cudnn_backward == backward);
@@ -119,7 +119,7 @@ Inputs make_inputs(const Shape5& s, uint64_t seed) {
 
 void check_attention_case(const Shape5& s, uint64_t seed, AttentionImpl impl = AttentionImpl::kernel) {
     INFO("B=" << s.B << " T=" << s.T << " H=" << s.H << " KV=" << s.KV << " hd=" << s.hd << " on "
-              << attention_impl_name(impl));
+              << std::string(attention_impl_name(impl)));
     CudaOps& ops = cuda_ops();
     const UseImpl use(ops, impl);
     CpuOps cpu;
