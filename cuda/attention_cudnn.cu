@@ -104,13 +104,6 @@ namespace {
 
 // ---- errors ---------------------------------------------------------------------------------------------------
 
-const char* base_name(const char* file) {
-    const char* slash = file;
-    for (const char* p = file; *p; ++p)
-        if (*p == '/') slash = p + 1;
-    return slash;
-}
-
 // cuDNN's last error message on this thread (cleared by reading it): usually says which attribute or which
 // constraint failed.
 std::string cudnn_last_message() {
@@ -129,7 +122,7 @@ std::string describe_status(cudnnStatus_t status) {
 
 [[noreturn]] void throw_cudnn_error(cudnnStatus_t status, const char* what, const char* file, int line) {
     throw RuntimeError(std::string("cuDNN error: ") + what + " failed: " + describe_status(status) + " at " +
-                       base_name(file) + ":" + std::to_string(line));
+                       source_location(file, line));
 }
 
 #define CUDNN_CHECK(call)                                                                                   \

@@ -10,6 +10,8 @@
 
 namespace nb::cuda {
 
+// "file.cu:123" for error messages (every library's error check uses it: CUDA, cuBLAS, cuDNN, cuSOLVER).
+std::string source_location(const char* file, int line);
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* what, const char* file, int line);
 [[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* what, const char* file, int line);
 

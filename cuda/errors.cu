@@ -10,13 +10,6 @@ namespace nb::cuda {
 
 namespace {
 
-const char* base_name(const char* file) {
-    const char* slash = file;
-    for (const char* p = file; *p; ++p)
-        if (*p == '/') slash = p + 1;
-    return slash;
-}
-
 const char* cublas_status_name(cublasStatus_t s) {
     switch (s) {
         case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
@@ -35,20 +28,26 @@ const char* cublas_status_name(cublasStatus_t s) {
 
 }  // namespace
 
+std::string source_location(const char* file, int line) {
+    const char* name = file;  // the file name without its directories
+    for (const char* p = file; *p; ++p)
+        if (*p == '/') name = p + 1;
+    return std::string(name) + ":" + std::to_string(line);
+}
+
 void throw_cuda_error(cudaError_t err, const char* what, const char* file, int line) {
     // Clear a non-sticky error so a caller that catches and continues does not see it again; sticky errors
     // (an illegal address in a kernel) poison the context and stay, which is what they should do.
     cudaGetLastError();
     std::string msg = std::string("CUDA error: ") + what + " failed: " + cudaGetErrorName(err) + " (" +
                       std::to_string(static_cast<int>(err)) + "): " + cudaGetErrorString(err) + " at " +
-                      base_name(file) + ":" + std::to_string(line);
+                      source_location(file, line);
     throw RuntimeError(msg);
 }
 
 void throw_cublas_error(cublasStatus_t status, const char* what, const char* file, int line) {
     std::string msg = std::string("cuBLAS error: ") + what + " failed: " + cublas_status_name(status) + " (" +
-                      std::to_string(static_cast<int>(status)) + ") at " + base_name(file) + ":" +
-                      std::to_string(line);
+                      std::to_string(static_cast<int>(status)) + ") at " + source_location(file, line);
     throw RuntimeError(msg);
 }
 

@@ -303,49 +303,54 @@ TEST_CASE("attention: auto uses cuDNN, and the kernels where cuDNN cannot run th
                          RuntimeError);
 }
 
+namespace {
+
+// Informational: times the forward and the backward of one shape on `impl` (5 calls each after a warm-up that
+// also builds any plans) and prints them with their rate in useful FLOPs (doctest always prints MESSAGE). The
+// only check is that every call ran on `impl`.
+void print_attention_timing(CudaOps& ops, const Shape5& s, AttentionImpl impl, uint64_t seed) {
+    const UseImpl use(ops, impl);
+    const Inputs in = make_inputs(s, seed);
+    const Tensor qd = to_cuda_bf16(in.q, ops), kd = to_cuda_bf16(in.k, ops), vd = to_cuda_bf16(in.v, ops);
+    const Tensor dod = to_cuda_bf16(in.dout, ops);
+    Tensor out = ops.activation(in.q_shape()), lse = ops.f32_zeros(in.lse_shape());
+    Tensor dq = ops.activation(in.q_shape()), dk = ops.activation(in.kv_shape()), dv = ops.activation(in.kv_shape());
+    cudaStream_t stream = ops.context().stream;
+    cudaEvent_t e[3];
+    for (cudaEvent_t& event : e) REQUIRE(cudaEventCreate(&event) == cudaSuccess);
+    ops.attention_forward(out, lse, qd, kd, vd);  // warm-up (and the plans)
+    ops.attention_backward(dq, dk, dv, dod, qd, kd, vd, out, lse);
+    constexpr int kIters = 5;
+    REQUIRE(cudaEventRecord(e[0], stream) == cudaSuccess);
+    for (int i = 0; i < kIters; ++i) ops.attention_forward(out, lse, qd, kd, vd);
+    REQUIRE(cudaEventRecord(e[1], stream) == cudaSuccess);
+    for (int i = 0; i < kIters; ++i) ops.attention_backward(dq, dk, dv, dod, qd, kd, vd, out, lse);
+    REQUIRE(cudaEventRecord(e[2], stream) == cudaSuccess);
+    REQUIRE(cudaEventSynchronize(e[2]) == cudaSuccess);
+    float fwd_ms = 0, bwd_ms = 0;
+    REQUIRE(cudaEventElapsedTime(&fwd_ms, e[0], e[1]) == cudaSuccess);
+    REQUIRE(cudaEventElapsedTime(&bwd_ms, e[1], e[2]) == cudaSuccess);
+    fwd_ms /= kIters;
+    bwd_ms /= kIters;
+    // Causal useful FLOPs: forward 2 GEMMs, backward 5 (2.5x), each 2*B*H*hd*T^2/2.
+    const double gemm = 2.0 * s.B * s.H * s.hd * static_cast<double>(s.T) * s.T / 2;
+    MESSAGE(std::string(attention_impl_name(impl))
+            << " attention B=" << s.B << " T=" << s.T << " H=" << s.H << " KV=" << s.KV << " hd=" << s.hd
+            << ": forward " << fwd_ms << " ms (" << 2 * gemm / fwd_ms * 1e-9 << " TFLOP/s), backward " << bwd_ms
+            << " ms (" << 5 * gemm / bwd_ms * 1e-9 << " TFLOP/s)");
+    for (cudaEvent_t event : e) cudaEventDestroy(event);
+    check_ran_on(ops, impl, 1 + kIters, 1 + kIters);
+}
+
+}  // namespace
+
 // Not a check: cuDNN's fused attention on the long shape and on one attention layer of the smollm-360m step
 // that `nobubble bench gpu` times (B=8), with the engines cuDNN chose.
 TEST_CASE("attention cuDNN: timing (informational)") {
     CudaOps& ops = cuda_ops();
-    const UseImpl use(ops, AttentionImpl::cudnn);
-    cudaStream_t stream = ops.context().stream;
-    cudaEvent_t e0, e1, e2;
-    REQUIRE(cudaEventCreate(&e0) == cudaSuccess);
-    REQUIRE(cudaEventCreate(&e1) == cudaSuccess);
-    REQUIRE(cudaEventCreate(&e2) == cudaSuccess);
-    for (const Shape5 s : {Shape5{1, 2048, 15, 5, 64}, Shape5{8, 2048, 15, 5, 64}}) {
-        const Inputs in = make_inputs(s, 1400);
-        const Tensor qd = to_cuda_bf16(in.q, ops), kd = to_cuda_bf16(in.k, ops), vd = to_cuda_bf16(in.v, ops);
-        const Tensor dod = to_cuda_bf16(in.dout, ops);
-        Tensor out = ops.activation(in.q_shape()), lse = ops.f32_zeros(in.lse_shape());
-        Tensor dq = ops.activation(in.q_shape()), dk = ops.activation(in.kv_shape()),
-               dv = ops.activation(in.kv_shape());
-        ops.attention_forward(out, lse, qd, kd, vd);  // warm-up (and the plans)
-        ops.attention_backward(dq, dk, dv, dod, qd, kd, vd, out, lse);
-        constexpr int kIters = 5;
-        REQUIRE(cudaEventRecord(e0, stream) == cudaSuccess);
-        for (int i = 0; i < kIters; ++i) ops.attention_forward(out, lse, qd, kd, vd);
-        REQUIRE(cudaEventRecord(e1, stream) == cudaSuccess);
-        for (int i = 0; i < kIters; ++i) ops.attention_backward(dq, dk, dv, dod, qd, kd, vd, out, lse);
-        REQUIRE(cudaEventRecord(e2, stream) == cudaSuccess);
-        REQUIRE(cudaEventSynchronize(e2) == cudaSuccess);
-        float fwd_ms = 0, bwd_ms = 0;
-        REQUIRE(cudaEventElapsedTime(&fwd_ms, e0, e1) == cudaSuccess);
-        REQUIRE(cudaEventElapsedTime(&bwd_ms, e1, e2) == cudaSuccess);
-        fwd_ms /= kIters;
-        bwd_ms /= kIters;
-        // Causal useful FLOPs: forward 2 GEMMs, backward 5 (2.5x), each 2*B*H*hd*T^2/2.
-        const double gemm = 2.0 * s.B * s.H * s.hd * static_cast<double>(s.T) * s.T / 2;
-        MESSAGE("cuDNN attention B=" << s.B << " T=" << s.T << " H=" << s.H << " KV=" << s.KV << " hd=" << s.hd
-                                     << ": forward " << fwd_ms << " ms (" << 2 * gemm / fwd_ms * 1e-9
-                                     << " TFLOP/s), backward " << bwd_ms << " ms (" << 5 * gemm / bwd_ms * 1e-9
-                                     << " TFLOP/s)");
-    }
-    check_ran_on(ops, AttentionImpl::cudnn, 12, 12);
+    for (const Shape5 s : {Shape5{1, 2048, 15, 5, 64}, Shape5{8, 2048, 15, 5, 64}})
+        print_attention_timing(ops, s, AttentionImpl::cudnn, 1400);
     MESSAGE(attention_report(ops));
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    cudaEventDestroy(e2);
 }
 
 namespace {
@@ -421,41 +426,7 @@ TEST_CASE("attention: rejects bad shapes and dtypes with std::invalid_argument")
     }
 }
 
-// Not a check: how fast the fallback kernels are on the long shape (doctest always prints MESSAGE).
+// Not a check: how fast the fallback kernels are on the long shape.
 TEST_CASE("attention: timing of the long shape (informational)") {
-    CudaOps& ops = cuda_ops();
-    const Shape5 s{1, 2048, 15, 5, 64};
-    const Inputs in = make_inputs(s, 1300);
-    const Tensor qd = to_cuda_bf16(in.q, ops), kd = to_cuda_bf16(in.k, ops), vd = to_cuda_bf16(in.v, ops);
-    const Tensor dod = to_cuda_bf16(in.dout, ops);
-    const UseImpl use(ops, AttentionImpl::kernel);
-    Tensor out = ops.activation(in.q_shape()), lse = ops.f32_zeros(in.lse_shape());
-    Tensor dq = ops.activation(in.q_shape()), dk = ops.activation(in.kv_shape()), dv = ops.activation(in.kv_shape());
-    cudaStream_t stream = ops.context().stream;
-    cudaEvent_t e0, e1, e2;
-    REQUIRE(cudaEventCreate(&e0) == cudaSuccess);
-    REQUIRE(cudaEventCreate(&e1) == cudaSuccess);
-    REQUIRE(cudaEventCreate(&e2) == cudaSuccess);
-    ops.attention_forward(out, lse, qd, kd, vd);  // warm-up
-    ops.attention_backward(dq, dk, dv, dod, qd, kd, vd, out, lse);
-    constexpr int kIters = 5;
-    REQUIRE(cudaEventRecord(e0, stream) == cudaSuccess);
-    for (int i = 0; i < kIters; ++i) ops.attention_forward(out, lse, qd, kd, vd);
-    REQUIRE(cudaEventRecord(e1, stream) == cudaSuccess);
-    for (int i = 0; i < kIters; ++i) ops.attention_backward(dq, dk, dv, dod, qd, kd, vd, out, lse);
-    REQUIRE(cudaEventRecord(e2, stream) == cudaSuccess);
-    REQUIRE(cudaEventSynchronize(e2) == cudaSuccess);
-    float fwd_ms = 0, bwd_ms = 0;
-    REQUIRE(cudaEventElapsedTime(&fwd_ms, e0, e1) == cudaSuccess);
-    REQUIRE(cudaEventElapsedTime(&bwd_ms, e1, e2) == cudaSuccess);
-    fwd_ms /= kIters;
-    bwd_ms /= kIters;
-    // Causal useful FLOPs: forward 2 GEMMs, backward 5 (2.5x), each 2*B*H*hd*T^2/2.
-    const double gemm = 2.0 * s.B * s.H * s.hd * static_cast<double>(s.T) * s.T / 2;
-    MESSAGE("attention B=1 T=2048 H=15 KV=5 hd=64: forward " << fwd_ms << " ms (" << 2 * gemm / fwd_ms * 1e-9
-                                                             << " TFLOP/s), backward " << bwd_ms << " ms ("
-                                                             << 5 * gemm / bwd_ms * 1e-9 << " TFLOP/s)");
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    cudaEventDestroy(e2);
+    print_attention_timing(cuda_ops(), {1, 2048, 15, 5, 64}, AttentionImpl::kernel, 1300);
 }
