@@ -183,7 +183,7 @@ inline CloseReport compare_close(const Tensor& actual, const Tensor& expected, d
 // or bf16: it is downloaded/widened first). The failure message names the worst element and the max errors.
 inline void check_close(const Tensor& actual, const Tensor& expected, double atol, double rtol, const char* what) {
     const CloseReport r = compare_close(actual, expected, atol, rtol);
-    INFO(what << ": " << r.message);
+    INFO(std::string(what) << ": " << r.message);  // (doctest would print a bare const char* as a pointer)
     CHECK(r.ok);
 }
 
@@ -195,7 +195,7 @@ inline void check_within(const Tensor& actual, const Tensor& expected, const Ten
     const Tensor a = to_host_f32(actual, cuda_ops());
     const Tensor e = to_host_f32(expected, cuda_ops());
     const Tensor b = to_host_f32(bound, cuda_ops());
-    INFO(what);
+    INFO(std::string(what));
     REQUIRE(a.numel() == e.numel());
     REQUIRE(b.numel() == e.numel());
     const float *pa = a.f32(), *pe = e.f32(), *pb = b.f32();
@@ -236,7 +236,7 @@ inline Tensor abs_host(const Tensor& host_f32) {
 
 // CHECK that two tensors hold the same bits (same dtype and size; either device).
 inline void check_bitwise_equal(const Tensor& a, const Tensor& b, const char* what) {
-    INFO(what);
+    INFO(std::string(what));
     REQUIRE(a.dtype() == b.dtype());
     REQUIRE(a.numel() == b.numel());
     const Tensor ha = a.to(Device::cpu);

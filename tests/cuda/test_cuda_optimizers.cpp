@@ -282,7 +282,8 @@ TEST_CASE("newton_schulz: batched bf16 vs the CPU's f32 within 5%, in the band, 
             for (size_t k = 0; k < 3; ++k) {
                 CAPTURE(k);
                 const double err = relative_frobenius_error(out_dev[k], out_host[k]);
-                MESSAGE("[" << rows << ", " << cols << "] " << (conditioned ? "conditioned" : "gaussian") << " #" << k
+                const std::string input = conditioned ? "conditioned" : "gaussian";
+                MESSAGE("[" << rows << ", " << cols << "] " << input << " #" << k
                             << ": relative Frobenius error vs f32 " << err);
                 CHECK(err < 0.05);
                 if (conditioned)
