@@ -18,25 +18,10 @@ void AdamWConfig::validate() const {
         throw UsageError(fmt::format("--weight-decay {} must be >= 0", weight_decay));
 }
 
-AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& cfg, Device device)
-    : cfg_(cfg), m_(TensorSet::zeros(layout, DType::f32, device)), v_(TensorSet::zeros(layout, DType::f32, device)) {
+AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& cfg, Device device) : cfg_(cfg) {
     cfg_.validate();
-    for (const auto& p : layout.params()) names_.push_back(p.name);
-}
-
-// The state was sized for one layout; a different one is a programming error, not a user error.
-static void check_matches(const ParamLayout& layout, const TensorSet& state, const TensorSet& weights,
-                          const TensorSet& grads) {
-    if (layout.size() != state.size() || weights.size() != state.size() || grads.size() != state.size())
-        throw std::logic_error(fmt::format("AdamW::step: layout has {} params, state {}, weights {}, grads {}",
-                                           layout.size(), state.size(), weights.size(), grads.size()));
-    for (int i = 0; i < layout.size(); ++i) {
-        const Shape& shape = layout[i].shape;
-        if (state[i].shape() != shape || weights[i].shape() != shape || grads[i].shape() != shape)
-            throw std::logic_error(fmt::format("AdamW::step: {} expects shape {}, got weight {} grad {} state {}",
-                                               layout[i].name, shape_string(shape), shape_string(weights[i].shape()),
-                                               shape_string(grads[i].shape()), shape_string(state[i].shape())));
-    }
+    exp_avg_ = state_.add_for_all("exp_avg", layout, device);
+    exp_avg_sq_ = state_.add_for_all("exp_avg_sq", layout, device);
 }
 
 // Decoupled decay for matrices and embeddings; none for norm gains (ParamInfo::weight_decay()).
@@ -51,25 +36,14 @@ void adamw_steps(Ops& ops, const std::vector<Ops::AdamWParamRef>& params, const 
 }
 
 void AdamW::step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) {
-    check_matches(layout, m_, weights, grads);
-    const int64_t t = steps_taken_ + 1;  // torch increments its step before using it: the first step is t = 1
+    check_step_arguments("AdamW", layout, weights, grads);
+    const int64_t t = steps_ + 1;  // torch increments its step before using it: the first step is t = 1
     std::vector<Ops::AdamWParamRef> params;
     for (int i = 0; i < layout.size(); ++i)
-        params.push_back(adamw_param_ref(layout[i], weights[i], grads[i], m_[i], v_[i], cfg_));
+        params.push_back(adamw_param_ref(layout[i], weights[i], grads[i], state_.at(exp_avg_, i),
+                                         state_.at(exp_avg_sq_, i), cfg_));
     adamw_steps(ops, params, cfg_, lr, t);
-    steps_taken_ = t;
-}
-
-void AdamW::set_steps_taken(int64_t steps) {
-    if (steps < 0) throw std::logic_error(fmt::format("AdamW::set_steps_taken({}): negative", steps));
-    steps_taken_ = steps;
-}
-
-std::vector<std::pair<std::string, Tensor*>> AdamW::state_tensors() {
-    std::vector<std::pair<std::string, Tensor*>> out;
-    for (int i = 0; i < m_.size(); ++i) out.emplace_back("exp_avg." + names_[static_cast<size_t>(i)], &m_[i]);
-    for (int i = 0; i < v_.size(); ++i) out.emplace_back("exp_avg_sq." + names_[static_cast<size_t>(i)], &v_[i]);
-    return out;
+    steps_ = t;
 }
 
 }  // namespace nb

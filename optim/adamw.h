@@ -9,7 +9,7 @@
 // each with the bits of Ops::adamw_update); this class keeps the state and decides each parameter's weight decay.
 #pragma once
 
-#include "optim/optimizer.h"
+#include "optim/optimizer_state.h"
 
 namespace nb {
 
@@ -31,7 +31,7 @@ Ops::AdamWParamRef adamw_param_ref(const ParamInfo& info, Tensor& weight, const 
 // One AdamW step at step t (from 1) of every entry, with cfg's betas and eps: Ops::adamw_update_multi.
 void adamw_steps(Ops& ops, const std::vector<Ops::AdamWParamRef>& params, const AdamWConfig& cfg, float lr, int64_t t);
 
-class AdamW final : public Optimizer {
+class AdamW final : public StatefulOptimizer {
 public:
     // Allocates m and v (zeros) for every parameter of `layout`; validates `cfg`.
     // The state (m, v: f32) lives on `device`, beside the weights it updates.
@@ -39,21 +39,11 @@ public:
 
     std::string name() const override { return "adamw"; }
     void step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) override;
-    int64_t steps_taken() const override { return steps_taken_; }
-    void set_steps_taken(int64_t steps) override;
-    // "exp_avg.<param>" for every parameter, then "exp_avg_sq.<param>" (torch's state names).
-    std::vector<std::pair<std::string, Tensor*>> state_tensors() override;
-
-    const AdamWConfig& config() const { return cfg_; }
-    const TensorSet& m() const { return m_; }
-    const TensorSet& v() const { return v_; }
+    // state_tensors(): "exp_avg.<param>" for every parameter, then "exp_avg_sq.<param>" (torch's state names).
 
 private:
     AdamWConfig cfg_;
-    std::vector<std::string> names_;  // parameter names, to label the state
-    TensorSet m_;                     // first moment, one tensor per parameter
-    TensorSet v_;                     // second moment
-    int64_t steps_taken_ = 0;
+    int exp_avg_, exp_avg_sq_;  // first and second moment (pieces of state_)
 };
 
 }  // namespace nb

@@ -115,8 +115,12 @@ int main(int argc, char** argv) {
         }
 
         write_set(workdir + "/weights_final.f32", weights);
-        write_set(workdir + "/exp_avg_final.f32", adamw.m());
-        write_set(workdir + "/exp_avg_sq_final.f32", adamw.v());
+        // state_tensors(): exp_avg of every parameter, then exp_avg_sq of every parameter.
+        std::vector<const Tensor*> exp_avg, exp_avg_sq;
+        for (const auto& [name, tensor] : adamw.state_tensors())
+            (name.starts_with("exp_avg_sq.") ? exp_avg_sq : exp_avg).push_back(tensor);
+        write_tensors(workdir + "/exp_avg_final.f32", exp_avg);
+        write_tensors(workdir + "/exp_avg_sq_final.f32", exp_avg_sq);
         write_text(workdir + "/manifest.json", manifest_json(layout, adam_cfg, lrs, norms));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "dump_adamw: error: %s\n", e.what());
