@@ -24,6 +24,7 @@
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
+#include "optimizer_checks.h"
 
 namespace nb::cuda {
 
@@ -36,29 +37,12 @@ __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
         adamw_step(p, g, m, v, i, s);
 }
 
-void require_f32(const char* name, const Tensor& t) {
-    if (!t.defined() || t.device() != Device::cuda || t.dtype() != DType::f32)
-        throw std::invalid_argument(std::string("adamw_update: ") + name + " must be an f32 CUDA tensor, got " +
-                                    (t.defined() ? shape_string(t.shape()) + " " + dtype_name(t.dtype()) + " on " +
-                                                       device_name(t.device())
-                                                 : std::string("undefined")));
-}
-
 }  // namespace
 
 void CudaOps::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,
                            float beta2, float eps, float weight_decay, int64_t step) {
-    if (grad.numel() != param.numel() || m.numel() != param.numel() || v.numel() != param.numel())
-        throw std::invalid_argument("adamw_update: param " + shape_string(param.shape()) + ", grad " +
-                                    shape_string(grad.shape()) + ", m " + shape_string(m.shape()) + ", v " +
-                                    shape_string(v.shape()) + " must have one element count");
-    if (step < 1)
-        throw std::invalid_argument("adamw_update: step " + std::to_string(step) +
-                                    " must be >= 1 (torch counts from 1)");
-    require_f32("param", param);
-    require_f32("grad", grad);
-    require_f32("m", m);
-    require_f32("v", v);
+    check_optimizer_tensors("adamw_update", Device::cuda, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});
+    check_adamw_step("adamw_update", step);
     const int64_t n = param.numel();
     if (n == 0) return;
     const AdamWScalars s = adamw_scalars(lr, beta1, beta2, eps, weight_decay, step);

@@ -3,6 +3,7 @@
 // library needs nothing from the core library's objects for it.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
@@ -34,6 +35,14 @@ inline void check_optimizer_tensors(const char* op, Device device, std::initiali
                                     (first->defined() ? shape_string(first->shape()) : std::string("undefined")) +
                                     "), got " + got);
     }
+}
+
+// std::invalid_argument naming `op` unless `step` counts from 1, as torch's AdamW does (bias corrections divide
+// by 1 - beta^step).
+inline void check_adamw_step(const char* op, int64_t step) {
+    if (step < 1)
+        throw std::invalid_argument(std::string(op) + ": step " + std::to_string(step) +
+                                    " must be >= 1 (torch counts from 1)");
 }
 
 // The shape shared by a batch of matrices (Ops::newton_schulz).

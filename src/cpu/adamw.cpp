@@ -21,21 +21,16 @@
 #include <cmath>
 #include <stdexcept>
 
-#include <fmt/format.h>
-
 #include "adamw_scalars.h"
 #include "cpu/cpu_ops.h"
+#include "optimizer_checks.h"
 
 namespace nb {
 
 void CpuOps::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1, float beta2,
                           float eps, float weight_decay, int64_t step) {
-    if (grad.numel() != param.numel() || m.numel() != param.numel() || v.numel() != param.numel())
-        throw std::invalid_argument(fmt::format(
-            "adamw_update: param {}, grad {}, m {}, v {} must have one element count", shape_string(param.shape()),
-            shape_string(grad.shape()), shape_string(m.shape()), shape_string(v.shape())));
-    if (step < 1)
-        throw std::invalid_argument(fmt::format("adamw_update: step {} must be >= 1 (torch counts from 1)", step));
+    check_optimizer_tensors("adamw_update", Device::cpu, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});
+    check_adamw_step("adamw_update", step);
     const AdamWScalars s = adamw_scalars(lr, beta1, beta2, eps, weight_decay, step);
     float *p = param.f32(), *mp = m.f32(), *vp = v.f32();
     const float* g = grad.f32();
@@ -53,9 +48,7 @@ void CpuOps::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& 
 // bits identical by construction.
 void CpuOps::adamw_update_multi(const std::vector<AdamWParamRef>& params, float lr, float beta1, float beta2, float eps,
                                 int64_t step) {
-    if (step < 1)
-        throw std::invalid_argument(
-            fmt::format("adamw_update_multi: step {} must be >= 1 (torch counts from 1)", step));
+    check_adamw_step("adamw_update_multi", step);
     for (const AdamWParamRef& p : params)
         adamw_update(*p.param, *p.grad, *p.m, *p.v, lr, beta1, beta2, eps, p.weight_decay, step);
 }
