@@ -18,13 +18,13 @@
 #include <stdexcept>
 #include <string>
 
-#include "adamw_scalars.h"
+#include "src/ops/adamw_scalars.h"
 #include "cuda/adamw_step.cuh"
 #include "cuda/bf16.cuh"
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
-#include "optimizer_checks.h"
+#include "src/ops/optimizer_checks.h"
 
 namespace nb::cuda {
 

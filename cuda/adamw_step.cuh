@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "adamw_scalars.h"
+#include "src/ops/adamw_scalars.h"
 
 namespace nb::cuda {
 

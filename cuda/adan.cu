@@ -4,14 +4,14 @@
 //   m = m*b1 + (1-b1)*g ;  m_diff = m_diff*b2 + (1-b2)*diff ;  u = g + b2*diff ;  n = n*b3 + ((1-b3)*u)*u
 //   denom = sqrt(n) / bc3_sqrt + eps
 //   p = p - (step_size*m) / denom ;  p = p - (step_size_diff*m_diff) / denom ;  p = p / shrink ;  prev = g
-// The scalars are the host's (adan_scalars, src/optimizer_scalars.h), the same bits as the CPU's.
+// The scalars are the host's (adan_scalars, src/ops/optimizer_scalars.h), the same bits as the CPU's.
 #include <cuda_runtime.h>
 
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/grid_stride.cuh"
-#include "optimizer_checks.h"
+#include "src/ops/optimizer_checks.h"
 
 namespace nb::cuda {
 

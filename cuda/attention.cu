@@ -25,7 +25,7 @@
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
-#include "error.h"
+#include "src/core/error.h"
 
 namespace nb::cuda {
 

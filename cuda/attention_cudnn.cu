@@ -92,7 +92,7 @@
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
-#include "error.h"
+#include "src/core/error.h"
 
 #if !defined(CUDNN_MAJOR) || CUDNN_MAJOR < 9
 #error "cuda/attention_cudnn.cu needs the cuDNN 9 graph API (cudnn_graph.h)"

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <string>
 
-#include "tensor.h"
+#include "src/core/tensor.h"
 
 namespace nb::cuda {
 

@@ -13,8 +13,8 @@
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
-#include "device_memory.h"
-#include "error.h"
+#include "src/core/device_memory.h"
+#include "src/core/error.h"
 
 namespace nb::cuda {
 

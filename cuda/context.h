@@ -2,7 +2,7 @@
 // the cuBLASLt handle and its workspace, and the caching device allocator.
 //
 // Created by CudaOps::CudaOps() (cuda/context.cu). Only ONE CudaOps per process is supported: it registers its
-// allocator as the process-wide nb::DeviceMemory (src/device_memory.h) and unregisters it when destroyed, so
+// allocator as the process-wide nb::DeviceMemory (src/core/device_memory.h) and unregisters it when destroyed, so
 // device tensors must not outlive it.
 //
 // Kernels: launch on `ops.context().stream` (e.g. `k<<<grid, block, 0, ctx.stream>>>(...)` then
@@ -18,7 +18,7 @@
 #include <string>
 
 #include "cuda/cuda_ops.h"
-#include "device_memory.h"
+#include "src/core/device_memory.h"
 
 namespace nb::cuda {
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "error.h"
+#include "src/core/error.h"
 
 namespace nb::cuda {
 

@@ -1,4 +1,4 @@
-// CudaOps: the CUDA backend of the op interface (src/ops.h). bf16 activations and compute weights, f32
+// CudaOps: the CUDA backend of the op interface (src/ops/ops.h). bf16 activations and compute weights, f32
 // statistics, parameter gradients, master weights and optimizer state.
 //
 // Each op family lives in its own .cu file under cuda/ (linear.cu: cuBLASLt; attention.cu: the hand-written
@@ -15,7 +15,7 @@
 
 #include <memory>
 
-#include "ops.h"
+#include "src/ops/ops.h"
 
 namespace nb::cuda {
 

@@ -1,4 +1,4 @@
-// Matrix products and factorizations on f32 optimizer state (src/ops.h, "linear algebra for optimizers"):
+// Matrix products and factorizations on f32 optimizer state (src/ops/ops.h, "linear algebra for optimizers"):
 // cuBLAS for matmul, cuSOLVER for the eigenvectors and the QR factor. The only file that includes cuSOLVER.
 //
 // Layout. Our matrices are row-major; cuBLAS and cuSOLVER are column-major. A row-major buffer of X read
@@ -6,7 +6,7 @@
 // - matmul: row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so the call swaps the operands
 //   and keeps each one's transpose flag and leading dimension (its row length).
 // - eigenvectors: the symmetric A's buffer read column-major is A^T; its UPPER triangle is A's lower one, the
-//   triangle torch.linalg.eigh and the CPU (LAPACK, optim/linalg.cpp) read. syevd returns the eigenvectors as
+//   triangle torch.linalg.eigh and the CPU (LAPACK, src/cpu/lapack.cpp) read. syevd returns the eigenvectors as
 //   the columns of a column-major matrix, ascending: eigenvector k, component i at [k*n + i]. The output kernel
 //   writes row-major vectors[i, j] = eigenvector n-1-j component i, so column 0 is the largest eigenvalue's.
 // - QR: the buffer read column-major would be A^T, and QR(A^T) is not what we want, so A is first transposed
@@ -38,8 +38,8 @@
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/grid_stride.cuh"
-#include "error.h"
-#include "linalg_checks.h"
+#include "src/core/error.h"
+#include "src/ops/linalg_checks.h"
 
 namespace nb::cuda {
 

@@ -1,7 +1,7 @@
 // Lion's update on the device, the CPU's arithmetic (src/cpu/lion.cpp) with explicitly rounded intrinsics so that
 // nothing is contracted; the two FMAs are the CPU's std::fma:
 //   p = p * decay ;  p = p - lr * sign(fma(g, 1-b1, m*b1)) ;  m = fma(g, 1-b2, m*b2)
-// decay = 1 - lr*wd and 1 - b are computed on the host in float by the CPU's code (src/optimizer_scalars.h).
+// decay = 1 - lr*wd and 1 - b are computed on the host in float by the CPU's code (src/ops/optimizer_scalars.h).
 // lr * sign is exact (sign is -1, 0 or 1), so p - lr*sign is one rounding on both sides.
 #include <cuda_runtime.h>
 
@@ -9,8 +9,8 @@
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/grid_stride.cuh"
-#include "optimizer_checks.h"
-#include "optimizer_scalars.h"
+#include "src/ops/optimizer_checks.h"
+#include "src/ops/optimizer_scalars.h"
 
 namespace nb::cuda {
 

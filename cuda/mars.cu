@@ -13,7 +13,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/grid_stride.cuh"
-#include "optimizer_checks.h"
+#include "src/ops/optimizer_checks.h"
 
 namespace nb::cuda {
 

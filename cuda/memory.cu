@@ -1,4 +1,4 @@
-// The caching device allocator behind every Device::cuda tensor (nb::DeviceMemory, src/device_memory.h).
+// The caching device allocator behind every Device::cuda tensor (nb::DeviceMemory, src/core/device_memory.h).
 //
 // - Blocks come from cudaMalloc (never managed memory), sizes rounded up to 512 bytes; a released block goes
 //   to the free list of its rounded size and is handed out again, last released first, to the next request
@@ -25,8 +25,8 @@
 
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
-#include "device_memory.h"
-#include "error.h"
+#include "src/core/device_memory.h"
+#include "src/core/error.h"
 
 namespace nb::cuda {
 

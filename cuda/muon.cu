@@ -8,8 +8,8 @@
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/grid_stride.cuh"
-#include "optimizer_checks.h"
-#include "optimizer_scalars.h"
+#include "src/ops/optimizer_checks.h"
+#include "src/ops/optimizer_scalars.h"
 
 namespace nb::cuda {
 

@@ -50,7 +50,7 @@
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
-#include "optimizer_checks.h"
+#include "src/ops/optimizer_checks.h"
 
 namespace nb::cuda {
 

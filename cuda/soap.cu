@@ -21,8 +21,8 @@
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/grid_stride.cuh"
-#include "linalg_checks.h"
-#include "optimizer_checks.h"
+#include "src/ops/linalg_checks.h"
+#include "src/ops/optimizer_checks.h"
 
 namespace nb::cuda {
 

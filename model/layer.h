@@ -8,7 +8,7 @@
 // Data between layers is the residual stream x[N, hidden], N = batch * seq_len. The embedding reads token
 // ids from the microbatch instead of an input; the head's output is the mean loss as a host [1] tensor, and
 // backward's dout for the head is d(objective)/d(mean loss) (1 for one microbatch), also a host [1] tensor.
-// Everything else lives on the backend's device, in its activation dtype (see src/ops.h).
+// Everything else lives on the backend's device, in its activation dtype (see src/ops/ops.h).
 #pragma once
 
 #include <memory>
@@ -17,7 +17,7 @@
 
 #include "model/config.h"
 #include "model/params.h"
-#include "ops.h"
+#include "src/ops/ops.h"
 
 namespace nb {
 

@@ -1,6 +1,6 @@
 #include "model/params.h"
 
-#include "ops.h"
+#include "src/ops/ops.h"
 
 namespace nb {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor.h"
+#include "src/core/tensor.h"
 
 namespace nb {
 

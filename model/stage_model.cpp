@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include "rng.h"
+#include "src/core/rng.h"
 
 namespace nb {
 

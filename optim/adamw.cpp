@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "error.h"
+#include "src/core/error.h"
 
 namespace nb {
 

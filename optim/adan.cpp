@@ -1,6 +1,6 @@
 #include "optim/adan.h"
 
-#include "optimizer_scalars.h"
+#include "src/ops/optimizer_scalars.h"
 
 namespace nb {
 

@@ -12,7 +12,7 @@
 //   p <- p / (1 + lr * wd)                             proximal decay (none on norm gains)
 // Defaults as published: betas (0.98, 0.92, 0.99) (the paper's 1 - beta: 0.02, 0.08, 0.01), eps 1e-8, wd 0.
 // The arithmetic is the backend's kernel, Ops::adan_update, with its step's scalars from adan_scalars()
-// (src/optimizer_scalars.h); this class keeps the four state tensors.
+// (src/ops/optimizer_scalars.h); this class keeps the four state tensors.
 #pragma once
 
 #include "optim/optimizer_state.h"

@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "error.h"
-#include "ops.h"
+#include "src/core/error.h"
+#include "src/ops/ops.h"
 
 namespace nb {
 

@@ -24,7 +24,7 @@
 
 #include "model/params.h"
 #include "optim/optimizer.h"
-#include "tensor.h"
+#include "src/core/tensor.h"
 
 namespace nb {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "model/params.h"
-#include "ops.h"
+#include "src/ops/ops.h"
 
 namespace nb {
 

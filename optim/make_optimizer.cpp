@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "error.h"
+#include "src/core/error.h"
 #include "optim/adamw.h"
 #include "optim/adan.h"
 #include "optim/lion.h"

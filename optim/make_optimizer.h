@@ -6,7 +6,7 @@
 #include "model/params.h"
 #include "optim/optimizer.h"
 #include "optim/optimizer_config.h"
-#include "tensor.h"
+#include "src/core/tensor.h"
 
 namespace nb {
 

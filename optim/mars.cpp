@@ -3,8 +3,8 @@
 #include <cmath>
 #include <vector>
 
-#include "ops.h"
-#include "optimizer_scalars.h"
+#include "src/ops/ops.h"
+#include "src/ops/optimizer_scalars.h"
 
 namespace nb {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "ops.h"
+#include "src/ops/ops.h"
 
 namespace nb {
 

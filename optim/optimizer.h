@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "model/params.h"
-#include "ops.h"
-#include "tensor.h"
+#include "src/ops/ops.h"
+#include "src/core/tensor.h"
 
 namespace nb {
 

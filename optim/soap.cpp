@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "error.h"
+#include "src/core/error.h"
 #include "optim/optimizer_state.h"
 
 namespace nb {

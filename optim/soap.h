@@ -23,7 +23,7 @@
 //                M  <- project(M)
 // The eigendecomposition runs once per parameter; afterwards the cheap QR keeps the basis tracking GG.
 //
-// All arithmetic goes through the op interface (src/ops.h: matmul, symmetric_eigenvectors_descending,
+// All arithmetic goes through the op interface (src/ops/ops.h: matmul, symmetric_eigenvectors_descending,
 // qr_orthonormal and the small kernels beside them), on f32 state kept on the optimizer's device beside the
 // weights, so the same code runs on either backend. Only the refresh's argsort runs on the host, on the n
 // Rayleigh quotients it downloads (every precondition_frequency-th step). The eigenvectors' signs are the

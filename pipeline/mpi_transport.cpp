@@ -16,8 +16,8 @@
 
 #include <fmt/format.h>
 
-#include "error.h"
-#include "mpi_env.h"
+#include "src/core/error.h"
+#include "src/core/mpi_env.h"
 
 namespace nb {
 
@@ -70,7 +70,7 @@ struct PendingSend {
 // requests), and transfers proceed while both ranks compute. Each turn interrupts the rank's compute on its
 // core: at 100 us the interruptions cost ~10% of the compute, at 1 ms nothing measurable, and a transfer then
 // waits at most ~1 ms against forwards and backwards of tens of ms. MPI is initialised MPI_THREAD_SERIALIZED
-// (src/mpi_env.h); every MPI call of this transport, the helper's too, holds mutex_. The helper starts with the
+// (src/core/mpi_env.h); every MPI call of this transport, the helper's too, holds mutex_. The helper starts with the
 // first message (after the setup's collectives, which the driver calls outside the transport) and stops in
 // finish(). Where MPI grants less than SERIALIZED there is no helper, only slower transfers.
 // NOBUBBLE_MPI_PROGRESS_US overrides the interval (0: no helper), for measuring it.

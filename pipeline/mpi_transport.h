@@ -14,7 +14,7 @@
 namespace nb {
 
 // The transport over MPI_COMM_WORLD (duplicated, so that no other MPI traffic can match its tags). MPI must be
-// initialised (src/mpi_env.h).
+// initialised (src/core/mpi_env.h).
 std::unique_ptr<Transport> make_mpi_transport();
 
 }  // namespace nb

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "cuda/cuda_check.h"
-#include "error.h"
+#include "src/core/error.h"
 
 namespace nb {
 
@@ -46,7 +46,7 @@ ncclComm_t init_world(int stage, int num_stages) {
 
 }  // namespace
 
-// A failure half way leaves what was made as it is: the driver then ends the job (pipeline/mpi_driver.cpp), and
+// A failure half way leaves what was made as it is: the driver then ends the job (src/run/mpi_driver.cpp), and
 // destroying communicators could wait for ranks that are still inside an NCCL call and never come.
 NcclLinks::NcclLinks(int stage, int num_stages) {
     ncclComm_t world = init_world(stage, num_stages);

@@ -18,7 +18,7 @@
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
-#include "error.h"
+#include "src/core/error.h"
 #include "pipeline/nccl_links.h"
 
 namespace nb {

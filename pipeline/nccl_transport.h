@@ -89,7 +89,7 @@
 
 #include <memory>
 
-#include "ops.h"
+#include "src/ops/ops.h"
 #include "pipeline/transport.h"
 
 namespace nb {

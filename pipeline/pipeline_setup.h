@@ -8,7 +8,7 @@
 
 #include "model/stage_model.h"
 #include "pipeline/schedule.h"
-#include "train_options.h"
+#include "src/plan/train_options.h"
 
 namespace nb {
 
@@ -43,7 +43,7 @@ void check_stages_match_ranks(const TrainOptions& options, int world_size);
 
 // `train` runs the pipeline executor for more than one stage, an asynchronous schedule, under mpirun, with
 // --trace, or with the test-only fault injection; a synchronous schedule on one stage in one process stays the
-// plain loop of src/trainer.cpp (the executor on one stage ends with the same bits).
+// plain loop of src/run/trainer.cpp (the executor on one stage ends with the same bits).
 bool needs_pipeline(const TrainOptions& options, int world_size);
 
 }  // namespace nb

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "error.h"
+#include "src/core/error.h"
 
 namespace nb {
 

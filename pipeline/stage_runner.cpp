@@ -6,12 +6,12 @@
 
 #include <fmt/format.h>
 
-#include "error.h"
-#include "model_step.h"
+#include "src/core/error.h"
+#include "model/model_step.h"
 #include "optim/grad_clip.h"
 #include "pipeline/stage_report.h"
 #include "pipeline/state_hash.h"
-#include "train_progress.h"
+#include "src/plan/train_progress.h"
 
 namespace nb {
 

@@ -6,10 +6,10 @@
 // microbatches in flight, and its own readers of the training and validation data. The schedule decides what
 // runs when; the runner only checks that it can: try_advance() runs the next task when what it needs has
 // arrived, and otherwise returns false at once. Receives of the next few tasks are posted before that, so
-// messages land while the stage computes; sends return at once. Two drivers use it (pipeline/pipeline_driver.h):
+// messages land while the stage computes; sends return at once. Two drivers use it (src/run/pipeline_driver.h):
 // one runner per MPI rank, waiting on its transport when blocked, or P runners in one thread, round-robin.
 //
-// The arithmetic is the oracle's (pipeline/reference.h), reached independently from the action list:
+// The arithmetic is the oracle's (src/run/reference.h), reached independently from the action list:
 //   forward/backward  with the version the action names, the weights of microbatches in flight stashed;
 //   accumulation      every backward adds onto the step's gradient sum; backwards must come in microbatch order
 //                     (std::logic_error otherwise), so the sum is the oracle's, bit for bit;
@@ -41,7 +41,7 @@
 #include "pipeline/stage_tasks.h"
 #include "pipeline/transport.h"
 #include "pipeline/weight_versions.h"
-#include "train_data.h"
+#include "src/plan/train_data.h"
 
 namespace nb {
 

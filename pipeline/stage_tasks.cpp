@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "train_data.h"
+#include "src/plan/train_data.h"
 
 namespace nb {
 

@@ -1,6 +1,6 @@
 #include "pipeline/state_hash.h"
 
-#include "weights_hash.h"
+#include "model/weights_hash.h"
 
 namespace nb {
 

@@ -1,8 +1,8 @@
 // The fingerprints that say a pipeline run ended where its oracle ended (DESIGN section 2, "The oracle": weights
-// AND optimizer state bitwise equal), shared by `nobubble reference` (pipeline/reference.h) and the pipeline's
-// stage 0 (pipeline/progress_collector.h) so that both hash the same bytes in the same order:
+// AND optimizer state bitwise equal), shared by `nobubble reference` (src/run/reference.h) and the pipeline's
+// stage 0 (src/run/progress_collector.h) so that both hash the same bytes in the same order:
 //   final weights sha256           every stage's master weights: stage 0's in layout order, then stage 1's, ...
-//                                  (for an untied model, the whole model's layout order: src/weights_hash.h)
+//                                  (for an untied model, the whole model's layout order: model/weights_hash.h)
 //   final optimizer state sha256   every stage's optimizer state: stage 0's state tensors in the optimizer's
 //                                  order (optim/stage_optimizer.h: the optimizer's state tensors, e.g. AdamW's
 //                                  exp_avg of each parameter in layout order, then exp_avg_sq; then the delay
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "model/params.h"
-#include "tensor.h"
+#include "src/core/tensor.h"
 
 namespace nb {
 

@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "error.h"
-#include "metrics_writer.h"
+#include "src/core/error.h"
+#include "src/core/metrics_writer.h"
 
 namespace nb {
 

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor.h"
+#include "src/core/tensor.h"
 
 namespace nb {
 

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "ops.h"
+#include "src/ops/ops.h"
 #include "pipeline/weight_history.h"
 
 namespace nb {

@@ -5,9 +5,9 @@
 // `nobubble bench schedules`: the schedules side by side on one config (src/cli/bench_schedules_command.cpp).
 #include <fmt/format.h>
 
-#include "bench_step.h"
-#include "commands.h"
-#include "cpu/cpu_ops.h"
+#include "src/run/bench_step.h"
+#include "src/cli/commands.h"
+#include "src/cpu/cpu_ops.h"
 
 namespace nb::cli {
 

@@ -6,10 +6,10 @@
 //   Target: Muon overhead <= 3% of the step time.
 #include <fmt/format.h>
 
-#include "backend.h"
-#include "bench_step.h"
-#include "commands.h"
-#include "error.h"
+#include "src/run/backend.h"
+#include "src/run/bench_step.h"
+#include "src/cli/commands.h"
+#include "src/core/error.h"
 #include "optim/muon.h"
 #ifdef NOBUBBLE_HAVE_CUDA
 #include "cuda/attention_cudnn.h"

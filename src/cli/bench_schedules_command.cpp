@@ -25,11 +25,11 @@
 
 #include <fmt/format.h>
 
-#include "commands.h"
-#include "error.h"
-#include "mpi_env.h"
-#include "pipeline/pipeline_driver.h"
-#include "rng.h"
+#include "src/cli/commands.h"
+#include "src/core/error.h"
+#include "src/core/mpi_env.h"
+#include "src/run/pipeline_driver.h"
+#include "src/core/rng.h"
 
 namespace nb::cli {
 

@@ -1,7 +1,7 @@
 // `nobubble info`: parameter count and the per-stage plan (blocks, parameters, memory) for P stages.
 #include <fmt/format.h>
 
-#include "commands.h"
+#include "src/cli/commands.h"
 #include "model/partition.h"
 
 namespace nb::cli {

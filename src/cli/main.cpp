@@ -3,15 +3,15 @@
 //
 // Under mpirun every rank runs this same program on the same command line, so a usage error is found by every
 // rank alike: rank 0 alone prints it, and every rank exits 2. (An error during a pipeline run is one rank's, and
-// is reported and aborts the job where it happens: pipeline/pipeline_driver.h.)
+// is reported and aborts the job where it happens: src/run/pipeline_driver.h.)
 #include <cstdio>
 #include <exception>
 
 #include <fmt/format.h>
 
-#include "commands.h"
-#include "error.h"
-#include "mpi_env.h"
+#include "src/cli/commands.h"
+#include "src/core/error.h"
+#include "src/core/mpi_env.h"
 
 namespace {
 

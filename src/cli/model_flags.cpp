@@ -1,7 +1,7 @@
 #include <fmt/format.h>
 
-#include "commands.h"
-#include "error.h"
+#include "src/cli/commands.h"
+#include "src/core/error.h"
 
 namespace nb::cli {
 

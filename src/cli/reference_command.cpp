@@ -1,9 +1,9 @@
-// `nobubble reference`: the single-process oracle for the pipeline schedules (pipeline/reference.h). It takes
+// `nobubble reference`: the single-process oracle for the pipeline schedules (src/run/reference.h). It takes
 // exactly the flags of `train` (train_flags.cpp), so that the same command line names the same run.
 #include <fmt/format.h>
 
-#include "pipeline/reference.h"
-#include "train_flags.h"
+#include "src/run/reference.h"
+#include "src/cli/train_flags.h"
 
 namespace nb::cli {
 

@@ -2,8 +2,8 @@
 // fraction, in-flight microbatches and weight versions per stage. No model, no MPI.
 #include <fmt/format.h>
 
-#include "commands.h"
-#include "error.h"
+#include "src/cli/commands.h"
+#include "src/core/error.h"
 #include "pipeline/schedule.h"
 #include "pipeline/simulate.h"
 #include "pipeline/timeline_text.h"

@@ -1,11 +1,11 @@
 // `nobubble train`: flag names follow Megatron-LM where one exists (the flags: train_flags.cpp).
 //
-// One synchronous stage in one process is the plain loop of src/trainer.cpp; anything else (more stages, an
-// asynchronous schedule, several MPI ranks) is the pipeline executor (pipeline/pipeline_driver.h). Under mpirun
+// One synchronous stage in one process is the plain loop of src/run/trainer.cpp; anything else (more stages, an
+// asynchronous schedule, several MPI ranks) is the pipeline executor (src/run/pipeline_driver.h). Under mpirun
 // each rank is one stage, and --stages defaults to the number of ranks.
-#include "mpi_env.h"
-#include "pipeline/pipeline_driver.h"
-#include "train_flags.h"
+#include "src/core/mpi_env.h"
+#include "src/run/pipeline_driver.h"
+#include "src/cli/train_flags.h"
 
 namespace nb::cli {
 

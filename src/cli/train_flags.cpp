@@ -1,8 +1,8 @@
-#include "train_flags.h"
+#include "src/cli/train_flags.h"
 
 #include <fmt/format.h>
 
-#include "backend.h"
+#include "src/run/backend.h"
 
 namespace nb::cli {
 

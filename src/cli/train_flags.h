@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "commands.h"
-#include "train_options.h"
-#include "trainer.h"
+#include "src/cli/commands.h"
+#include "src/plan/train_options.h"
+#include "src/run/trainer.h"
 
 namespace nb::cli {
 

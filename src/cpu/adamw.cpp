@@ -21,9 +21,9 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "adamw_scalars.h"
-#include "cpu/cpu_ops.h"
-#include "optimizer_checks.h"
+#include "src/ops/adamw_scalars.h"
+#include "src/cpu/cpu_ops.h"
+#include "src/ops/optimizer_checks.h"
 
 namespace nb {
 

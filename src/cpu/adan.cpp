@@ -1,13 +1,13 @@
 // Adan's update (sail-sg/Adan's single-tensor path, proximal decay), moved here from optim/adan.cpp with its
-// arithmetic unchanged; the scalars come from adan_scalars() (src/optimizer_scalars.h):
+// arithmetic unchanged; the scalars come from adan_scalars() (src/ops/optimizer_scalars.h):
 //   diff = first_step ? 0 : g - prev
 //   m = m*b1 + (1-b1)*g ;  m_diff = m_diff*b2 + (1-b2)*diff ;  u = g + b2*diff ;  n = n*b3 + ((1-b3)*u)*u
 //   denom = sqrt(n) / bc3_sqrt + eps
 //   p = p - (step_size*m) / denom ;  p = p - (step_size_diff*m_diff) / denom ;  p = p / shrink ;  prev = g
 #include <cmath>
 
-#include "cpu/cpu_ops.h"
-#include "optimizer_checks.h"
+#include "src/cpu/cpu_ops.h"
+#include "src/ops/optimizer_checks.h"
 
 namespace nb {
 

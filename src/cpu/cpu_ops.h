@@ -5,7 +5,7 @@
 // single-threaded loops in a fixed order.
 #pragma once
 
-#include "ops.h"
+#include "src/ops/ops.h"
 
 namespace nb {
 

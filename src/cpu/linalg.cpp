@@ -1,10 +1,10 @@
-// The CPU backend's matrix products and factorizations for the optimizers (src/ops.h, "linear algebra for
-// optimizers"): thin wrappers over optim/linalg.h, which calls OpenBLAS's sgemm and LAPACK's ssyevd (dsyevd as
+// The CPU backend's matrix products and factorizations for the optimizers (src/ops/ops.h, "linear algebra for
+// optimizers"): thin wrappers over src/cpu/blas_lapack.h, which calls OpenBLAS's sgemm and LAPACK's ssyevd (dsyevd as
 // the fallback), sgeqrf and sorgqr. The factorizations run on one BLAS thread there, so their bits do not depend
 // on the thread count; sgemm splits output tiles, never a sum.
-#include "cpu/cpu_ops.h"
-#include "linalg_checks.h"
-#include "optim/linalg.h"
+#include "src/cpu/cpu_ops.h"
+#include "src/ops/linalg_checks.h"
+#include "src/cpu/blas_lapack.h"
 
 namespace nb {
 

@@ -4,9 +4,9 @@
 // that out under -ffp-contract=off (the oracle test checks the bits against torch).
 #include <cmath>
 
-#include "cpu/cpu_ops.h"
-#include "optimizer_checks.h"
-#include "optimizer_scalars.h"
+#include "src/cpu/cpu_ops.h"
+#include "src/ops/optimizer_checks.h"
+#include "src/ops/optimizer_scalars.h"
 
 namespace nb {
 

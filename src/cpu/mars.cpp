@@ -6,8 +6,8 @@
 //                     denom = (sqrt(v)*inv_bc2_sqrt + eps)*bc1 ;  p = p + neg_lr*(p*wd + m/denom) ;  last = g
 #include <cmath>
 
-#include "cpu/cpu_ops.h"
-#include "optimizer_checks.h"
+#include "src/cpu/cpu_ops.h"
+#include "src/ops/optimizer_checks.h"
 
 namespace nb {
 

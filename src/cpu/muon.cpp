@@ -2,9 +2,9 @@
 // unchanged (its Newton-Schulz iteration is src/cpu/newton_schulz.cpp):
 //   muon_momentum:  buf = buf + (1-mu)*(g - buf) ;  update = nesterov ? g + mu*(buf - g) : buf
 //   muon_apply:     p = p * (1 - lr*wd) ;  p = p - lr*(ortho*scale)
-#include "cpu/cpu_ops.h"
-#include "optimizer_checks.h"
-#include "optimizer_scalars.h"
+#include "src/cpu/cpu_ops.h"
+#include "src/ops/optimizer_checks.h"
+#include "src/ops/optimizer_scalars.h"
 
 namespace nb {
 

@@ -1,11 +1,11 @@
-#include "cpu/newton_schulz.h"
+#include "src/cpu/newton_schulz.h"
 
 #include <cmath>
 #include <vector>
 
-#include "cpu/cpu_ops.h"
-#include "optim/linalg.h"
-#include "optimizer_checks.h"
+#include "src/cpu/cpu_ops.h"
+#include "src/cpu/blas_lapack.h"
+#include "src/ops/optimizer_checks.h"
 
 namespace nb {
 

@@ -7,7 +7,7 @@
 // Each iteration maps every singular value s of X through p(s) = a s + b s^3 + c s^5, which pushes all of them
 // towards ~1 (into about [0.7, 1.2], not exactly 1: the coefficients trade exactness for speed), while the
 // singular vectors stay: the result approximates U V^T for G = U S V^T.
-// CpuOps::newton_schulz (src/ops.h) runs this on each matrix of its batch; the CUDA backend's batched bf16 version
+// CpuOps::newton_schulz (src/ops/ops.h) runs this on each matrix of its batch; the CUDA backend's batched bf16 version
 // is cuda/newton_schulz.cu.
 #pragma once
 

@@ -1,12 +1,12 @@
 // The small kernels of SOAP's step (optim/soap.cpp) on the CPU: Rayleigh quotients of a basis, reordering rows
-// or columns, a diagonal shift, torch.lerp, a scaled add and Adam's direction. The math of each is in src/ops.h;
+// or columns, a diagonal shift, torch.lerp, a scaled add and Adam's direction. The math of each is in src/ops/ops.h;
 // every operation is rounded on its own in the order written there (the build has -ffp-contract=off), which is
 // what cuda/soap.cu does with explicitly rounded intrinsics, so both backends give the same bits.
 #include <cmath>
 
-#include "cpu/cpu_ops.h"
-#include "linalg_checks.h"
-#include "optimizer_checks.h"
+#include "src/cpu/cpu_ops.h"
+#include "src/ops/linalg_checks.h"
+#include "src/ops/optimizer_checks.h"
 
 namespace nb {
 

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "cpu/cpu_ops.h"
+#include "src/cpu/cpu_ops.h"
 
 namespace nb {
 

@@ -1,4 +1,4 @@
-#include "data/batch_loader.h"
+#include "src/data/batch_loader.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "error.h"
-#include "rng.h"
+#include "src/core/error.h"
+#include "src/core/rng.h"
 
 namespace nb {
 

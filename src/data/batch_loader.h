@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "data/token_files.h"
-#include "tensor.h"
+#include "src/data/token_files.h"
+#include "src/core/tensor.h"
 
 namespace nb {
 

@@ -1,4 +1,4 @@
-#include "data/token_files.h"
+#include "src/data/token_files.h"
 
 #include <algorithm>
 #include <bit>
@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "error.h"
+#include "src/core/error.h"
 
 namespace nb {
 

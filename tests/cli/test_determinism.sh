@@ -19,7 +19,7 @@ a=$(hash_of "$WORK/a.log"); b=$(hash_of "$WORK/b.log"); c=$(hash_of "$WORK/c.log
 [ "$a" = "$c" ] && pass "1 thread and 2 threads give the same hash" || fail "1 thread: $c, 2 threads: $a"
 [ "$a" != "$d" ] && pass "another seed, another hash" || fail "seeds 7 and 8 gave the same hash"
 # The optimizers with linear algebra of their own: Muon's Newton-Schulz GEMMs, SOAP's eigen-decompositions and
-# QR (LAPACK, which would follow OpenBLAS's thread count if it were let: optim/linalg.cpp).
+# QR (LAPACK, which would follow OpenBLAS's thread count if it were let: src/cpu/lapack.cpp).
 for opt in muon soap; do
   run "${opt}_1" 1 --seed 7 --optimizer "$opt"
   run "${opt}_2" 2 --seed 7 --optimizer "$opt"

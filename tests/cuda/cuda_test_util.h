@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "cpu/cpu_ops.h"
+#include "src/cpu/cpu_ops.h"
 #include "cuda/cuda_ops.h"
-#include "rng.h"
-#include "tensor.h"
+#include "src/core/rng.h"
+#include "src/core/tensor.h"
 
 namespace nb::cuda::test {
 

@@ -26,8 +26,8 @@
 // cuDNN against the kernels: each is within the tolerance above of the CPU reference, so they are within the
 // sum of the two tolerances of each other (the reference's |value| replaced by the kernel's, a bf16 rounding
 // away, covered by doubling the rtol).
-#include "cuda_test_main.h"
-#include "cuda_test_util.h"
+#include "tests/cuda/cuda_test_main.h"
+#include "tests/cuda/cuda_test_util.h"
 
 #include <cuda_runtime.h>
 
@@ -39,7 +39,7 @@
 
 #include "cuda/attention_cudnn.h"
 #include "cuda/context.h"
-#include "error.h"
+#include "src/core/error.h"
 
 namespace {
 

@@ -3,8 +3,8 @@
 //
 // Inputs are random f32 values rounded to bf16 on the host first, so CpuOps (f32) and CudaOps (bf16) see
 // the same values; every tolerance is stated and justified where it is used.
-#include "cuda_test_main.h"
-#include "cuda_test_util.h"
+#include "tests/cuda/cuda_test_main.h"
+#include "tests/cuda/cuda_test_util.h"
 
 #include <cstring>
 #include <limits>
@@ -13,7 +13,7 @@
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "cuda/gemm_bench.h"
-#include "error.h"
+#include "src/core/error.h"
 
 namespace {
 

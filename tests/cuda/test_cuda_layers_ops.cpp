@@ -15,8 +15,8 @@
 //   depth (Higham: recursive summation of k terms errs by at most (k - 1) u sum|terms|).
 // A wrong kernel (a missing term, a wrong index, a lost +=) makes errors of the size of the values themselves,
 // far above every bound here.
-#include "cuda_test_main.h"
-#include "cuda_test_util.h"
+#include "tests/cuda/cuda_test_main.h"
+#include "tests/cuda/cuda_test_util.h"
 
 #include <algorithm>
 #include <cmath>

@@ -8,13 +8,13 @@
 // Training trajectories then drift apart as bf16 rounding compounds (measured on the H200 at lr 3e-3: up to 7%
 // by step 12, the CUDA loss lower as often as higher), so the tracking test uses lr 1e-3 and bounds each step's
 // loss at 4% and the mean of the last five steps at 2%.
-#include "cuda_test_main.h"
-#include "cuda_test_util.h"
+#include "tests/cuda/cuda_test_main.h"
+#include "tests/cuda/cuda_test_util.h"
 
 #include <cmath>
 
 #include "model/stage_model.h"
-#include "model_step.h"
+#include "model/model_step.h"
 #include "optim/adamw.h"
 
 namespace nb::cuda::test {

@@ -1,13 +1,13 @@
-// The optimizer kernels on CUDA against the CPU reference (src/ops.h, "optimizer kernels"): Lion, Adan, MARS, Muon's
+// The optimizer kernels on CUDA against the CPU reference (src/ops/ops.h, "optimizer kernels"): Lion, Adan, MARS, Muon's
 // momentum and update, the fused multi-tensor AdamW, Newton-Schulz, and the whole optimizers' step(). Skipped
 // (exit 77) without a GPU.
 //
 // The element-wise kernels do the CPU's float operations in the CPU's order with explicitly rounded intrinsics, and
-// take their scalars from the same host code (src/optimizer_scalars.h, src/adamw_scalars.h): their tolerance is 0,
+// take their scalars from the same host code (src/ops/optimizer_scalars.h, src/ops/adamw_scalars.h): their tolerance is 0,
 // every state tensor and weight compared bit for bit. The exceptions, each stated where it is checked: MARS's
 // ||c||, whose reduction order differs between the backends, and Newton-Schulz, which runs in bf16 on CUDA.
-#include "cuda_test_main.h"
-#include "cuda_test_util.h"
+#include "tests/cuda/cuda_test_main.h"
+#include "tests/cuda/cuda_test_util.h"
 
 #include <algorithm>
 #include <cmath>
@@ -17,13 +17,13 @@
 #include <string>
 #include <vector>
 
-#include "../unit/singular_values.h"
+#include "tests/unit/singular_values.h"
 #include "model/params.h"
 #include "optim/adan.h"
 #include "optim/lion.h"
 #include "optim/mars.h"
 #include "optim/muon.h"
-#include "optimizer_scalars.h"
+#include "src/ops/optimizer_scalars.h"
 
 namespace {
 

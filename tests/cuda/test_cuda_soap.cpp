@@ -1,4 +1,4 @@
-// SOAP on the CUDA backend: the linear-algebra ops for optimizers (src/ops.h; cuda/linalg.cu: cuBLAS and
+// SOAP on the CUDA backend: the linear-algebra ops for optimizers (src/ops/ops.h; cuda/linalg.cu: cuBLAS and
 // cuSOLVER, cuda/soap.cu: the small kernels) against the CPU reference op by op, then 12 calls of Soap::step on
 // CpuOps and on CudaOps. Skipped (exit 77) without a GPU.
 //
@@ -9,8 +9,8 @@
 // - the factorizations: by their defining properties, and against the CPU's up to the columns' signs (and for
 //   eigenvectors, within a tolerance that grows as the eigenvalue gap shrinks, as perturbation theory says);
 // - SOAP: sign-free quantities (weights, second moments, GG, the first moment in the original space).
-#include "cuda_test_main.h"
-#include "cuda_test_util.h"
+#include "tests/cuda/cuda_test_main.h"
+#include "tests/cuda/cuda_test_util.h"
 
 #include <algorithm>
 #include <cmath>

@@ -14,13 +14,13 @@
 
 #include <fmt/format.h>
 
-#include "cpu/cpu_ops.h"
+#include "src/cpu/cpu_ops.h"
 #include "model/params.h"
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
 
-#include "dump_files.h"
+#include "tests/oracle/dump_files.h"
 
 using namespace nb;
 using namespace nb::oracle;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "model/params.h"
-#include "tensor.h"
+#include "src/core/tensor.h"
 
 namespace nb::oracle {
 

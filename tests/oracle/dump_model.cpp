@@ -28,12 +28,12 @@
 
 #include <fmt/format.h>
 
-#include "cpu/cpu_ops.h"
+#include "src/cpu/cpu_ops.h"
 #include "model/stage_model.h"
-#include "model_step.h"
-#include "rng.h"
+#include "model/model_step.h"
+#include "src/core/rng.h"
 
-#include "dump_files.h"
+#include "tests/oracle/dump_files.h"
 
 using namespace nb;
 using nb::oracle::write_raw;

@@ -42,7 +42,7 @@
 
 #include <fmt/format.h>
 
-#include "cpu/cpu_ops.h"
+#include "src/cpu/cpu_ops.h"
 #include "model/params.h"
 #include "optim/delay_fix.h"
 #include "optim/lr_schedule.h"
@@ -51,7 +51,7 @@
 #include "optim/optimizer_config.h"
 #include "optim/soap.h"
 
-#include "dump_files.h"
+#include "tests/oracle/dump_files.h"
 
 using namespace nb;
 using namespace nb::oracle;

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor.h"
+#include "src/core/tensor.h"
 
 namespace nb::test {
 

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "model/config.h"
-#include "train_options.h"
+#include "src/plan/train_options.h"
 
 namespace nb::test {
 

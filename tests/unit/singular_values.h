@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "optim/linalg.h"
+#include "src/cpu/blas_lapack.h"
 
 namespace nb::test {
 

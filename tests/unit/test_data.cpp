@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "data/batch_loader.h"
-#include "data/token_files.h"
-#include "error.h"
-#include "tensor.h"
+#include "src/data/batch_loader.h"
+#include "src/data/token_files.h"
+#include "src/core/error.h"
+#include "src/core/tensor.h"
 
 using nb::BatchLoader;
 using nb::LoaderPosition;

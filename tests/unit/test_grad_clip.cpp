@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "cpu/cpu_ops.h"
+#include "src/cpu/cpu_ops.h"
 #include "optim/grad_clip.h"
 
 using nb::Tensor;

@@ -2,8 +2,8 @@
 
 #include <cstdint>
 
-#include "host_allocator.h"
-#include "tensor.h"
+#include "src/core/host_allocator.h"
+#include "src/core/tensor.h"
 
 using namespace nb;
 

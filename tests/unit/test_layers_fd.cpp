@@ -21,11 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "cpu/cpu_ops.h"
-#include "fd_check.h"
+#include "src/cpu/cpu_ops.h"
+#include "tests/unit/fd_check.h"
 #include "model/layer.h"
 #include "model/stage_model.h"
-#include "model_step.h"
+#include "model/model_step.h"
 
 using namespace nb;
 using namespace nb::test;

@@ -1,4 +1,4 @@
-// Host linear algebra (optim/linalg.h) against its definitions: a product against the triple loop, an
+// Host linear algebra (src/cpu/blas_lapack.h) against its definitions: a product against the triple loop, an
 // eigendecomposition by A v = lambda v and orthonormality, a QR factor by orthonormality and Q^T A triangular.
 #include <doctest/doctest.h>
 
@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "optim/linalg.h"
-#include "rng.h"
+#include "src/cpu/blas_lapack.h"
+#include "src/core/rng.h"
 
 namespace {
 

@@ -2,13 +2,13 @@
 // written out again here; and every validation error names its flag.
 #include <doctest/doctest.h>
 
-#include "test_util.h"
+#include "tests/unit/test_util.h"
 
 #include <cmath>
 #include <functional>
 #include <string>
 
-#include "error.h"
+#include "src/core/error.h"
 #include "optim/lr_schedule.h"
 
 using nb::LrSchedule;

@@ -11,8 +11,8 @@
 #include <vector>
 
 
-#include "error.h"
-#include "metrics_writer.h"
+#include "src/core/error.h"
+#include "src/core/metrics_writer.h"
 
 namespace {
 

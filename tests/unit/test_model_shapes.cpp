@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "cpu/cpu_ops.h"
-#include "error.h"
-#include "fd_check.h"
+#include "src/cpu/cpu_ops.h"
+#include "src/core/error.h"
+#include "tests/unit/fd_check.h"
 #include "model/config.h"
 #include "model/layer.h"
 #include "model/partition.h"

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "cpu/newton_schulz.h"
-#include "rng.h"
-#include "singular_values.h"
+#include "src/cpu/newton_schulz.h"
+#include "src/core/rng.h"
+#include "tests/unit/singular_values.h"
 
 namespace {
 

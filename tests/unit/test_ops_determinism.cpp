@@ -7,8 +7,8 @@
 
 #include <cblas.h>
 
-#include "cpu/cpu_ops.h"
-#include "fd_check.h"
+#include "src/cpu/cpu_ops.h"
+#include "tests/unit/fd_check.h"
 
 using namespace nb;
 using namespace nb::test;

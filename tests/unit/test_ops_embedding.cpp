@@ -3,8 +3,8 @@
 
 #include <stdexcept>
 
-#include "cpu/cpu_ops.h"
-#include "fd_check.h"
+#include "src/cpu/cpu_ops.h"
+#include "tests/unit/fd_check.h"
 
 using namespace nb;
 using namespace nb::test;

@@ -5,8 +5,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "cpu/cpu_ops.h"
-#include "fd_check.h"
+#include "src/cpu/cpu_ops.h"
+#include "tests/unit/fd_check.h"
 
 using namespace nb;
 using namespace nb::test;

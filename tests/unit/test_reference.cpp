@@ -1,4 +1,4 @@
-// The pipeline oracle (pipeline/reference.h): its version rule against the DESIGN table written out again, its
+// The pipeline oracle (src/run/reference.h): its version rule against the DESIGN table written out again, its
 // WeightHistory, and whole runs on a small corpus (the versions it really held, agreement with `train`).
 #include <doctest/doctest.h>
 
@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "error.h"
+#include "src/core/error.h"
 #include "model/config.h"
-#include "pipeline/reference.h"
+#include "src/run/reference.h"
 #include "pipeline/schedule.h"
 #include "pipeline/weight_history.h"
-#include "pipeline_test_util.h"
-#include "trainer.h"
+#include "tests/unit/pipeline_test_util.h"
+#include "src/run/trainer.h"
 
 using nb::TensorSet;
 using nb::TrainOptions;

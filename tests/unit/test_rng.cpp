@@ -6,7 +6,7 @@
 #include <set>
 #include <vector>
 
-#include "rng.h"
+#include "src/core/rng.h"
 
 using nb::Rng;
 

@@ -2,7 +2,7 @@
 // DESIGN section 2, checked here from the lists themselves and against the version table written out again.
 #include <doctest/doctest.h>
 
-#include "test_util.h"
+#include "tests/unit/test_util.h"
 
 #include <algorithm>
 #include <functional>
@@ -11,7 +11,7 @@
 #include <tuple>
 #include <vector>
 
-#include "error.h"
+#include "src/core/error.h"
 #include "pipeline/schedule.h"
 #include "pipeline/simulate.h"
 

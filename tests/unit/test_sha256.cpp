@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "sha256.h"
+#include "src/core/sha256.h"
 
 using nb::Sha256;
 

@@ -2,13 +2,13 @@
 // speed at P = 64, m = 512, and the rendering of a small grid and of a large run's summary.
 #include <doctest/doctest.h>
 
-#include "test_util.h"
+#include "tests/unit/test_util.h"
 
 #include <chrono>
 #include <string>
 #include <vector>
 
-#include "error.h"
+#include "src/core/error.h"
 #include "pipeline/schedule.h"
 #include "pipeline/simulate.h"
 #include "pipeline/timeline_text.h"

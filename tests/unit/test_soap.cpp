@@ -3,16 +3,16 @@
 // moment's invariance under basis changes, the bases' defining properties, and the state's names.
 #include <doctest/doctest.h>
 
-#include "test_util.h"
+#include "tests/unit/test_util.h"
 
 #include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "cpu/cpu_ops.h"
+#include "src/cpu/cpu_ops.h"
 #include "optim/soap.h"
-#include "rng.h"
+#include "src/core/rng.h"
 
 using nb::ParamInfo;
 using nb::ParamKind;

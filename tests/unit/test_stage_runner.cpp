@@ -1,5 +1,5 @@
 // The pipeline runtime in one process: StageRunners over the in-process transport, driven round-robin
-// (pipeline/pipeline_driver.h), against the oracle (pipeline/reference.h) for every schedule on 2 and 3 stages;
+// (src/run/pipeline_driver.h), against the oracle (src/run/reference.h) for every schedule on 2 and 3 stages;
 // a plan whose stages wait for each other deadlocks with a std::logic_error naming what each waits for; the
 // runtime refuses a plan that would sum gradients out of microbatch order. Also the pieces: the in-process
 // transport's message rules and the weight versions a stage holds.
@@ -14,15 +14,15 @@
 #include <stdexcept>
 #include <string>
 
-#include "cpu/cpu_ops.h"
-#include "error.h"
+#include "src/cpu/cpu_ops.h"
+#include "src/core/error.h"
 #include "model/config.h"
 #include "pipeline/in_process_transport.h"
-#include "pipeline/pipeline_driver.h"
+#include "src/run/pipeline_driver.h"
 #include "pipeline/pipeline_setup.h"
-#include "pipeline/reference.h"
+#include "src/run/reference.h"
 #include "pipeline/weight_versions.h"
-#include "pipeline_test_util.h"
+#include "tests/unit/pipeline_test_util.h"
 
 using nb::ActionType;
 using nb::Channel;

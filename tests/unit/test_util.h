@@ -4,7 +4,7 @@
 #include <functional>
 #include <string>
 
-#include "error.h"
+#include "src/core/error.h"
 
 namespace nb::test {
 

@@ -1,0 +1,56 @@
+#include "model/model_step.h"
+
+#include <stdexcept>
+
+namespace nb {
+
+namespace {
+
+void require_whole_model(const StageModel& model) {
+    if (!model.spec().has_embedding || !model.spec().has_head)
+        throw std::logic_error("forward_backward needs a model with embedding and head");
+}
+
+}  // namespace
+
+Tensor stage_forward(const StageModel& model, const LayerContext& ctx, Tensor x, std::vector<Stash>* stashes) {
+    const auto& layers = model.layers();
+    if (stashes) stashes->resize(layers.size());
+    for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward(ctx, x, stashes ? &(*stashes)[i] : nullptr);
+    return x;
+}
+
+Tensor stage_backward(const StageModel& model, const LayerContext& ctx, Tensor dy, std::vector<Stash>& stashes) {
+    const auto& layers = model.layers();
+    if (stashes.size() != layers.size())
+        throw std::logic_error("stage_backward: the stashes do not come from this stage's forward");
+    for (size_t i = layers.size(); i-- > 0;) {
+        dy = layers[i]->backward(ctx, dy, stashes[i]);
+        stashes[i] = {};  // free activations as soon as they are consumed
+    }
+    return dy;
+}
+
+Tensor loss_gradient(float dloss) {
+    Tensor d = Tensor::zeros({1});
+    d.f32()[0] = dloss;
+    return d;
+}
+
+float forward_backward(Ops& ops, const StageModel& model, const TensorSet& weights, TensorSet& grads,
+                       const Microbatch& batch, float dloss) {
+    require_whole_model(model);
+    LayerContext ctx{ops, weights, &grads, batch};
+    std::vector<Stash> stashes;
+    const float loss = stage_forward(model, ctx, Tensor{}, &stashes).f32()[0];
+    stage_backward(model, ctx, loss_gradient(dloss), stashes);
+    return loss;
+}
+
+float forward_loss(Ops& ops, const StageModel& model, const TensorSet& weights, const Microbatch& batch) {
+    require_whole_model(model);
+    LayerContext ctx{ops, weights, nullptr, batch};
+    return stage_forward(model, ctx, Tensor{}, nullptr).f32()[0];
+}
+
+}  // namespace nb

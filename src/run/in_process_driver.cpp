@@ -1,0 +1,88 @@
+#include <memory>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "src/run/backend.h"
+#include "src/core/error.h"
+#include "pipeline/in_process_transport.h"
+#include "src/run/pipeline_driver.h"
+#include "src/run/progress_collector.h"
+#include "pipeline/stage_runner.h"
+
+namespace nb {
+
+namespace {
+
+// Runs `body` for stage `stage`, rethrowing its error as the same kind with the stage named in front.
+template <class Body>
+auto for_stage(int stage, Body&& body) -> decltype(body()) {
+    const auto prefixed = [stage](const std::exception& e) { return fmt::format("stage {}: {}", stage, e.what()); };
+    try {
+        return body();
+    } catch (const UsageError& e) {
+        throw UsageError(prefixed(e));
+    } catch (const RuntimeError& e) {
+        throw RuntimeError(prefixed(e));
+    } catch (const std::logic_error& e) {
+        throw std::logic_error(prefixed(e));
+    } catch (const std::exception& e) {
+        throw std::runtime_error(prefixed(e));
+    }
+}
+
+bool advance_until_blocked(StageRunner& runner) {
+    return for_stage(runner.stage(), [&] {
+        bool moved = false;
+        while (runner.try_advance()) moved = true;
+        return moved;
+    });
+}
+
+std::string deadlock_message(const std::vector<std::unique_ptr<StageRunner>>& runners,
+                             const ProgressCollector& collector) {
+    std::string msg = "pipeline deadlock: no stage can move;";
+    for (const auto& r : runners) msg += fmt::format(" stage {} waits at {};", r->stage(), r->next_task());
+    msg += fmt::format(" stage 0's progress collector waits for {}", collector.waiting_for());
+    return msg;
+}
+
+}  // namespace
+
+PipelineSummary run_in_process(const PipelineSetup& setup, std::FILE* log) {
+    std::unique_ptr<Ops> ops = make_ops(setup.options.device);
+    InProcessNetwork network(setup.num_stages());
+    std::vector<std::unique_ptr<StageRunner>> runners;
+    for (int s = 0; s < setup.num_stages(); ++s)
+        runners.push_back(
+            for_stage(s, [&] { return std::make_unique<StageRunner>(setup, s, network.endpoint(s), *ops); }));
+    print_pipeline_header(log, setup, "in one process", ops->device(), runners[0]->train_windows());
+    ProgressCollector collector(setup, network.endpoint(0), log);
+    const auto origin = StageClock::Clock::now();
+    for (auto& r : runners) r->start_clock(origin);
+
+    for (;;) {
+        bool moved = false, all_done = true;
+        for (auto& r : runners) {
+            moved |= advance_until_blocked(*r);
+            all_done &= r->done();
+        }
+        moved |= for_stage(0, [&] { return collector.poll(); });
+        if (all_done && collector.done()) break;
+        if (!moved) throw std::logic_error(deadlock_message(runners, collector));
+    }
+    print_versions_line(log, collector.peak_versions());
+    return pipeline_summary(collector);
+}
+
+PipelineSummary pipeline_summary(const ProgressCollector& collector) {
+    return {collector.summary(), collector.peak_versions(), collector.optimizer_sha256(), collector.finals(),
+            collector.iteration_timings()};
+}
+
+void print_versions_line(std::FILE* log, const std::vector<int64_t>& peak_versions) {
+    fmt::print(log, "weight versions held at most, per stage: {}\n", fmt::join(peak_versions, " "));
+    std::fflush(log);
+}
+
+}  // namespace nb

@@ -1,0 +1,188 @@
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "src/run/backend.h"
+#include "src/core/error.h"
+#include "pipeline/mpi_transport.h"
+#ifdef NOBUBBLE_HAVE_CUDA
+#include "pipeline/nccl_transport.h"
+#endif
+#include "src/run/pipeline_driver.h"
+#include "src/run/progress_collector.h"
+#include "pipeline/stage_runner.h"
+
+extern "C" void openblas_set_num_threads(int num_threads);
+
+namespace nb {
+
+namespace {
+
+// With one rank per stage, the ranks are the parallelism: OpenBLAS threads on top would oversubscribe the cores.
+void one_blas_thread_per_rank() {
+    if (!std::getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(1);
+}
+
+// What a rank builds before the run, besides its backend and transport: its runner (which opens the data) and,
+// on rank 0, the collector of the reports (which opens --metrics).
+struct RankStage {
+    std::unique_ptr<StageRunner> runner;
+    std::unique_ptr<ProgressCollector> collector;
+};
+
+// Errors while setting up (a data file, the device) are usually every rank's alike. Agreeing on them before
+// anything runs lets one rank report them, the first that failed, and every rank exit cleanly with that rank's
+// exit code: one line instead of one per rank and an abort.
+void agree_on_setup(Transport& transport, int exit_code, const std::string& error) {
+    std::vector<int> codes(static_cast<size_t>(transport.num_stages()));
+    MPI_Allgather(&exit_code, 1, MPI_INT, codes.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    auto first = std::find_if(codes.begin(), codes.end(), [](int c) { return c != 0; });
+    if (first == codes.end()) return;
+    const int reporter = static_cast<int>(first - codes.begin());
+    if (reporter != transport.stage()) throw ReportedElsewhere(*first, "reported by another rank");
+    const std::string line = fmt::format("rank {} (stage {}): {}", reporter, reporter, error);
+    if (exit_code == kExitUsage) throw UsageError(line);
+    throw RuntimeError(line);
+}
+
+// Runs one step of the set-up on every rank, then agrees on its errors (agree_on_setup).
+template <typename Step>
+void set_up_step(Transport& transport, Step&& step) {
+    int exit_code = 0;
+    std::string error;
+    try {
+        step();
+    } catch (const UsageError& e) {
+        exit_code = kExitUsage, error = e.what();
+    } catch (const std::exception& e) {
+        exit_code = kExitRuntime, error = e.what();
+    }
+    agree_on_setup(transport, exit_code, error);
+}
+
+// The one line of this rank's failure, printed before it ends the job (the other ranks may be waiting for it).
+void print_rank_error(int rank, const std::exception& e, std::FILE* log) {
+    std::fflush(log);
+    fmt::print(stderr, "nobubble: error: rank {} (stage {}): {}\n", rank, rank, e.what());
+    std::fflush(stderr);
+}
+
+// The origin of every stage's clock, after the setup's collective (so every rank is here, give or take its exit
+// skew): rank 0's wall-clock time now, broadcast, and each rank's steady clock read at that wall-clock instant.
+// Ranks on one node read the same kernel clocks, so their origins agree to within a microsecond or so; across
+// nodes, to within the nodes' clock synchronisation (NTP: about a millisecond). Taking each rank's own instant
+// after the collective instead would be off by however long a busy machine kept a rank from running (tens of
+// ms seen on 2 loaded cores). The clocks only time; nothing computed depends on them.
+StageClock::Clock::time_point common_origin() {
+    using namespace std::chrono;
+    int64_t origin_ns = duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count();
+    MPI_Bcast(&origin_ns, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    const auto wall_ns = [] { return duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count(); };
+    // The steady clock at the wall-clock instant between two wall readings; of a few tries the tightest (a rank
+    // descheduled between the readings would be off by as long).
+    StageClock::Clock::time_point best_steady{};
+    int64_t best_wall = 0, best_gap = INT64_MAX;
+    for (int i = 0; i < 5; ++i) {
+        const int64_t before = wall_ns();
+        const auto steady = StageClock::Clock::now();
+        const int64_t after = wall_ns();
+        if (after - before < best_gap) best_gap = after - before, best_steady = steady, best_wall = before + (after - before) / 2;
+    }
+    return best_steady - duration_cast<StageClock::Clock::duration>(nanoseconds(best_wall - origin_ns));
+}
+
+// The backend, where the transport does not need it first (the CPU), then the runner and collector.
+RankStage set_up(const PipelineSetup& setup, Transport& transport, std::unique_ptr<Ops>& ops, std::FILE* log) {
+    RankStage rs;
+    set_up_step(transport, [&] {
+        if (!ops) ops = make_ops(setup.options.device);
+        rs.runner = std::make_unique<StageRunner>(setup, transport.stage(), transport, *ops);
+        if (transport.stage() == 0) rs.collector = std::make_unique<ProgressCollector>(setup, transport, log);
+    });
+    rs.runner->start_clock(common_origin());
+    return rs;
+}
+
+#ifdef NOBUBBLE_HAVE_CUDA
+// --device cuda: every rank starts its GPU (CudaOps picks it from the local rank), and the ranks agree that all
+// of them did BEFORE any NCCL call: NCCL's set-up is collective, and a rank without a GPU would leave the
+// others waiting inside it, where no message reaches them.
+std::unique_ptr<Ops> start_gpus(const PipelineSetup& setup, Transport& transport) {
+    std::unique_ptr<Ops> ops;
+    set_up_step(transport, [&] { ops = make_ops(setup.options.device); });
+    return ops;
+}
+
+// The NCCL transport over this rank's MPI transport. A failure in NCCL's set-up (after every GPU started)
+// may leave the other ranks inside NCCL, so it ends the job. The MPI transport went with the failed
+// construction; MPI_Abort reaches every rank without it.
+std::unique_ptr<Transport> over_nccl(std::unique_ptr<Transport> mpi, Ops& gpu, std::FILE* log) {
+    const int rank = mpi->stage();
+    try {
+        return make_nccl_transport(std::move(mpi), gpu);
+    } catch (const std::exception& e) {
+        print_rank_error(rank, e, log);
+        MPI_Abort(MPI_COMM_WORLD, kExitRuntime);
+        std::_Exit(kExitRuntime);  // MPI_Abort does not return
+    }
+}
+#endif
+
+// How this run's stages talk: MPI moves host tensors (the CPU backend); on GPUs, NCCL moves the device
+// tensors between neighbours and MPI the rest. Starts the GPU backend into `ops` where NCCL needs it first.
+std::unique_ptr<Transport> make_transport(const PipelineSetup& setup, std::unique_ptr<Ops>& ops, std::FILE* log) {
+    std::unique_ptr<Transport> mpi = make_mpi_transport();
+    if (setup.options.device != Device::cuda) return mpi;
+#ifdef NOBUBBLE_HAVE_CUDA
+    ops = start_gpus(setup, *mpi);
+    return over_nccl(std::move(mpi), *ops, log);
+#else
+    return mpi;  // set_up's make_ops reports that this nobubble has no CUDA, on every rank alike
+#endif
+}
+
+// The event loop of one rank: advance while possible, else wait for a message.
+std::optional<PipelineSummary> run_stage(const PipelineSetup& setup, Transport& transport, const Ops& ops,
+                                         RankStage& rs, std::FILE* log) {
+    StageRunner& runner = *rs.runner;
+    ProgressCollector* collector = rs.collector.get();
+    const char* where = ops.device() == Device::cuda ? "over NCCL and MPI" : "over MPI";
+    if (collector) print_pipeline_header(log, setup, where, ops.device(), runner.train_windows());
+    while (!runner.done() || (collector && !collector->done())) {
+        bool moved = runner.try_advance();
+        if (collector) moved |= collector->poll();
+        if (!moved) transport.wait_for_progress();
+    }
+    transport.finish();
+    if (!collector) return std::nullopt;
+    print_versions_line(log, collector->peak_versions());
+    return pipeline_summary(*collector);
+}
+
+}  // namespace
+
+std::optional<PipelineSummary> run_over_mpi(const PipelineSetup& setup, std::FILE* log) {
+    one_blas_thread_per_rank();
+    // Declared in this order so that they end in the reverse one: the stage, then the transport (whose NCCL
+    // streams and buffers live on the backend's GPU), then the backend.
+    std::unique_ptr<Ops> ops;
+    std::unique_ptr<Transport> transport = make_transport(setup, ops, log);
+    RankStage rs = set_up(setup, *transport, ops, log);
+    try {
+        return run_stage(setup, *transport, *ops, rs, log);
+    } catch (const std::exception& e) {
+        // One rank's failure mid-run: the others may be waiting for it, so end them all.
+        print_rank_error(transport->stage(), e, log);
+        transport->abort(kExitRuntime);
+    }
+    return std::nullopt;  // not reached: abort() ends the job
+}
+
+}  // namespace nb

@@ -1,0 +1,56 @@
+// Driving StageRunners (pipeline/stage_runner.h) to the end of a training run, and `nobubble train`'s entry
+// into the pipeline.
+//
+//   in one process   P runners, one InProcessTransport network, one thread: each runner in turn advances until
+//                    it blocks; a whole round in which no runner and not the collector moved is a deadlock
+//                    (std::logic_error naming what every stage waits for). An error of a stage is rethrown with
+//                    "stage S: " in front, as the same kind of error.
+//   under MPI        one runner per rank (stage = rank): advance, and when blocked wait on the transport. Any
+//                    error prints `nobubble: error: rank R (stage S): ...` and aborts the whole job (MPI_Abort),
+//                    so that no rank hangs waiting for a failed one. OpenBLAS runs one thread per rank (the
+//                    ranks are the parallelism) unless OPENBLAS_NUM_THREADS says otherwise. With --device cuda
+//                    every rank starts its GPU first and the ranks agree on that before NCCL is set up; then
+//                    NCCL moves activations and gradients between neighbours (pipeline/nccl_transport.h).
+// Stage 0 (rank 0) prints: the header, a progress line per iteration, the versions line; the caller prints the
+// final lines from the summary. Every runner's clock starts at one origin just before the run (what a trace
+// across stages needs): in one process the same instant; under MPI rank 0's wall-clock instant, broadcast, which
+// ranks on one node share to within a microsecond or so and ranks on several nodes to within their clock
+// synchronisation (mpi_driver.cpp, common_origin).
+#pragma once
+
+#include <cstdio>
+#include <optional>
+#include <vector>
+
+#include "pipeline/pipeline_setup.h"
+#include "src/run/progress_collector.h"
+#include "src/run/trainer.h"
+
+namespace nb {
+
+struct PipelineSummary {
+    TrainSummary run;
+    std::vector<int64_t> peak_versions;  // per stage: the most weight versions it held at once
+    std::string optimizer_sha256;        // `final optimizer state sha256` (pipeline/state_hash.h)
+    std::vector<StageFinal> finals;      // per stage: its whole run's busy and wall time, peak activation bytes
+    std::vector<IterationTiming> iterations;  // per iteration: rank 0's wall time, each stage's measures
+};
+// What stage 0's collector knows once it is done.
+PipelineSummary pipeline_summary(const ProgressCollector& collector);
+
+PipelineSummary run_in_process(const PipelineSetup& setup, std::FILE* log);
+
+#ifdef NOBUBBLE_HAVE_MPI
+// This rank's stage of the run; the summary on rank 0, nullopt on the others. Errors do not return: they abort.
+std::optional<PipelineSummary> run_over_mpi(const PipelineSetup& setup, std::FILE* log);
+#endif
+
+// `train` with the pipeline (pipeline_setup.h's needs_pipeline): validates identically on every rank (UsageError
+// before anything runs), then runs over MPI when there are several ranks, else in this process. The summary
+// where this process is stage 0, nullopt on the other ranks.
+std::optional<PipelineSummary> run_pipeline_training(const TrainOptions& options, std::FILE* log);
+
+// "weight versions held at most, per stage: 3 2 1", as the oracle prints it.
+void print_versions_line(std::FILE* log, const std::vector<int64_t>& peak_versions);
+
+}  // namespace nb

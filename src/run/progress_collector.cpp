@@ -1,0 +1,287 @@
+#include "src/run/progress_collector.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "model/partition.h"
+#include "optim/grad_clip.h"
+#include "optim/stage_optimizer.h"
+#include "pipeline/state_hash.h"
+#include "pipeline/trace.h"
+#include "src/plan/train_data.h"
+#include "src/plan/train_progress.h"
+#include "src/core/error.h"
+
+namespace nb {
+
+namespace {
+
+// The trace is written at the end (atomically, through PATH.tmp): a path that cannot be written fails the run
+// before it starts, as --metrics does.
+void check_writable_trace(const std::string& path) {
+    const std::string tmp = path + ".tmp";
+    std::FILE* f = std::fopen(tmp.c_str(), "w");
+    if (!f) throw RuntimeError(fmt::format("--trace '{}': cannot open for writing: {}", path, std::strerror(errno)));
+    std::fclose(f);
+    std::remove(tmp.c_str());
+}
+
+IterationTiming zero_timing(int stages) {
+    const auto n = static_cast<size_t>(stages);
+    return {0, std::vector<double>(n), std::vector<double>(n), std::vector<double>(n)};
+}
+
+// The pipeline's part of a progress line or metrics record, from the stages' own measures over `t`.
+void add_pipeline_fields(IterationReport& r, const IterationTiming& t) {
+    double busy = 0, wall = 0;
+    for (size_t s = 0; s < t.busy_s.size(); ++s) {
+        r.stage_busy.push_back(t.wall_s[s] > 0 ? t.busy_s[s] / t.wall_s[s] : 0.0);
+        r.act_mib.push_back(t.act_peak_bytes[s] / (1024.0 * 1024.0));
+        busy += t.busy_s[s];
+        wall += t.wall_s[s];
+    }
+    r.bubble = wall > 0 ? 1.0 - busy / wall : 0.0;
+}
+
+}  // namespace
+
+ProgressCollector::ProgressCollector(const PipelineSetup& setup, Transport& transport, std::FILE* log)
+    : setup_(setup),
+      transport_(transport),
+      log_(log),
+      lr_(setup.options.lr, setup.spec.optimizer_steps()),
+      since_line_(zero_timing(setup.num_stages())) {
+    if (transport.stage() != 0) throw std::logic_error("the progress collector runs on stage 0");
+    if (!setup.options.metrics_path.empty()) metrics_ = std::make_unique<MetricsWriter>(setup.options.metrics_path);
+    if (!setup.options.trace_path.empty()) check_writable_trace(setup.options.trace_path);
+}
+
+bool ProgressCollector::poll() {
+    if (done()) return false;
+    if (next_to_print_ < setup_.options.train_iters) {
+        post_reports_ahead();
+        return take_reports();
+    }
+    post_final_receives();
+    return take_final();
+}
+
+void ProgressCollector::post_reports_ahead() {
+    const int64_t end = std::min(setup_.options.train_iters, next_to_print_ + kIterationsAhead);
+    for (; posted_until_ < end; ++posted_until_) {
+        reports_[posted_until_].resize(static_cast<size_t>(setup_.num_stages()));
+        for (int s = 0; s < setup_.num_stages(); ++s)
+            transport_.post_recv_values(s, {Channel::report, posted_until_},
+                                        StageReport::max_values(setup_.layouts[static_cast<size_t>(s)].size()));
+    }
+}
+
+bool ProgressCollector::take_reports() {
+    bool arrived = false;
+    for (auto& [t, per_stage] : reports_)
+        for (int s = 0; s < setup_.num_stages(); ++s) {
+            auto& slot = per_stage[static_cast<size_t>(s)];
+            if (slot) continue;
+            std::optional<std::vector<double>> values = transport_.try_take_values(s, {Channel::report, t});
+            if (!values) continue;
+            slot = StageReport::from_values(*values);
+            arrived = true;
+        }
+    // Print the iterations now complete, in order.
+    while (!reports_.empty() && reports_.begin()->first == next_to_print_) {
+        std::vector<StageReport> complete;
+        for (const auto& r : reports_.begin()->second) {
+            if (!r) return arrived;
+            complete.push_back(*r);
+        }
+        reports_.erase(reports_.begin());
+        print_iteration(next_to_print_++, complete);
+        post_reports_ahead();
+    }
+    return arrived;
+}
+
+void ProgressCollector::print_iteration(int64_t t, const std::vector<StageReport>& reports) {
+    const TrainOptions& o = setup_.options;
+    const StageReport& last = reports.back();
+    if (!last.loss_sum) throw std::logic_error(fmt::format("the last stage's report on iteration {} has no loss", t));
+    std::vector<std::vector<double>> sums;
+    for (const StageReport& r : reports) sums.push_back(r.sum_squares);
+
+    // The iteration's time is the last stage's own: its wall time since its previous report, on the clock the
+    // stages share. (Timing the arrival of the reports here would not do: in one process a stage that never
+    // blocks runs several iterations before its reports are read, and they would arrive 0 ms apart.)
+    const double seconds = last.wall_s;
+    train_seconds_ += seconds;
+    const int64_t last_step = (t + 1) * setup_.steps_per_iteration() - 1;
+    IterationReport line{t + 1,
+                         o.train_iters,
+                         *last.loss_sum / static_cast<double>(o.num_microbatches),
+                         lr_.lr_at(last_step),
+                         std::sqrt(total_sum_squares(sums)),
+                         static_cast<double>(o.tokens_per_iter()) / seconds,
+                         seconds};
+    if (last.val_loss_sum) line.val_loss = *last.val_loss_sum / static_cast<double>(o.eval_iters * o.num_microbatches);
+
+    IterationTiming timing = zero_timing(setup_.num_stages());
+    timing.seconds = seconds;
+    for (size_t s = 0; s < reports.size(); ++s) {
+        timing.busy_s[s] = reports[s].busy_s;
+        timing.wall_s[s] = reports[s].wall_s;
+        timing.act_peak_bytes[s] = reports[s].act_peak_bytes;
+        since_line_.busy_s[s] += reports[s].busy_s;
+        since_line_.wall_s[s] += reports[s].wall_s;
+        since_line_.act_peak_bytes[s] = std::max(since_line_.act_peak_bytes[s], reports[s].act_peak_bytes);
+    }
+    since_line_.seconds += seconds;
+    timings_.push_back(timing);
+
+    if (progress_line_due(line, o.log_interval)) {
+        IterationReport printed = line;
+        add_pipeline_fields(printed, since_line_);
+        since_line_ = zero_timing(setup_.num_stages());
+        fmt::print(log_, "{}\n", progress_line(printed));
+        std::fflush(log_);
+    }
+    if (metrics_) {
+        IterationReport record = line;
+        add_pipeline_fields(record, timing);
+        metrics_->write(metrics_record(record));
+    }
+    summary_.final_train_loss = line.loss;
+    if (line.val_loss >= 0) summary_.final_val_loss = line.val_loss;
+}
+
+void ProgressCollector::post_final_receives() {
+    if (final_posted_) return;
+    final_posted_ = true;
+    const auto stages = static_cast<size_t>(setup_.num_stages());
+    for (int s = 0; s < setup_.num_stages(); ++s) {
+        const ParamLayout& layout = setup_.layouts[static_cast<size_t>(s)];
+        final_weights_.emplace_back(static_cast<size_t>(layout.size()));
+        for (int i = 0; i < layout.size(); ++i)
+            transport_.post_recv(s, {Channel::final_weights, i}, layout[i].shape, DType::f32);
+        const std::vector<Shape> state_shapes = stage_optimizer_state_shapes(
+            setup_.options.optimizer, setup_.options.delay_fix, layout, setup_.options.lr.lr);
+        final_state_.emplace_back(state_shapes.size());
+        for (size_t i = 0; i < state_shapes.size(); ++i)
+            transport_.post_recv(s, {Channel::final_optimizer, static_cast<int64_t>(i)}, state_shapes[i], DType::f32);
+        transport_.post_recv_values(s, {Channel::final_values, 0}, StageFinal::max_values());
+    }
+    finals_.resize(stages);
+    traces_.resize(stages);
+    trace_posted_.assign(stages, false);
+}
+
+namespace {
+
+// Takes whatever of `slots` (tensors of the channel, by index) has arrived from `stage`; true when all have.
+bool take_tensors(Transport& transport, int stage, Channel channel, std::vector<std::optional<Tensor>>& slots,
+                  bool& arrived) {
+    bool complete = true;
+    for (size_t i = 0; i < slots.size(); ++i) {
+        auto& slot = slots[i];
+        if (!slot) {
+            slot = transport.try_take(stage, {channel, static_cast<int64_t>(i)});
+            arrived |= slot.has_value();
+        }
+        complete &= slot.has_value();
+    }
+    return complete;
+}
+
+}  // namespace
+
+bool ProgressCollector::take_final() {
+    const bool tracing = !setup_.options.trace_path.empty();
+    bool arrived = false, complete = true;
+    for (int s = 0; s < setup_.num_stages(); ++s) {
+        const auto k = static_cast<size_t>(s);
+        complete &= take_tensors(transport_, s, Channel::final_weights, final_weights_[k], arrived);
+        complete &= take_tensors(transport_, s, Channel::final_optimizer, final_state_[k], arrived);
+        auto& final = finals_[k];
+        if (!final) {
+            if (auto values = transport_.try_take_values(s, {Channel::final_values, 0})) {
+                final = StageFinal::from_values(*values);
+                arrived = true;
+            }
+        }
+        complete &= final.has_value();
+        if (!tracing) continue;
+        // The trace's size comes with the final values; its records follow them.
+        if (final && !trace_posted_[k]) {
+            transport_.post_recv_values(s, {Channel::trace, 0}, static_cast<size_t>(final->trace_values));
+            trace_posted_[k] = true;
+        }
+        if (trace_posted_[k] && !traces_[k]) {
+            if (auto values = transport_.try_take_values(s, {Channel::trace, 0})) {
+                traces_[k] = decode_timed_tasks(*values);
+                arrived = true;
+            }
+        }
+        complete &= traces_[k].has_value();
+    }
+    if (complete) finish_run();
+    return arrived;
+}
+
+void ProgressCollector::finish_run() {
+    std::vector<std::vector<Tensor>> weights, state;  // canonical order: stage by stage (pipeline/state_hash.h)
+    for (auto& stage : final_weights_) {
+        weights.emplace_back();
+        for (auto& t : stage) weights.back().push_back(std::move(*t));
+    }
+    for (auto& stage : final_state_) {
+        state.emplace_back();
+        for (auto& t : stage) state.back().push_back(std::move(*t));
+    }
+    for (const auto& f : finals_) {
+        peak_versions_.push_back(f->peak_versions);
+        final_values_.push_back(*f);
+    }
+    if (!setup_.options.trace_path.empty()) {
+        TraceRecorder trace;
+        for (size_t s = 0; s < traces_.size(); ++s)
+            for (const TimedTask& t : *traces_[s]) trace.add(to_trace_event(t, static_cast<int>(s)));
+        trace.write_chrome_json(setup_.options.trace_path, setup_.num_stages());
+    }
+    optimizer_hash_ = stages_sha256(state);
+    weights_hash_ = stages_sha256(weights);  // last: it marks the collector done
+}
+
+std::string ProgressCollector::waiting_for() const {
+    if (done()) return "done";
+    if (next_to_print_ < setup_.options.train_iters) return fmt::format("the reports on iteration {}", next_to_print_);
+    return "the final weights, optimizer state and values (and with --trace the traces)";
+}
+
+TrainSummary ProgressCollector::summary() const {
+    if (!done()) throw std::logic_error("the pipeline's summary asked for before the run has finished");
+    TrainSummary s = summary_;
+    s.steps = setup_.spec.optimizer_steps();
+    s.tokens_per_s =
+        static_cast<double>(setup_.options.tokens_per_iter() * setup_.options.train_iters) / train_seconds_;
+    s.weights_sha256 = *weights_hash_;
+    return s;
+}
+
+void print_pipeline_header(std::FILE* log, const PipelineSetup& setup, const char* where, Device device,
+                           int64_t train_windows) {
+    const TrainOptions& o = setup.options;
+    int64_t params = 0;
+    for (const ParamLayout& layout : setup.layouts) params += layout.total_numel();
+    fmt::print(log,
+               "nobubble: --schedule {} on {} stages ({}) {}, model {} ({} parameters) on {}, {} train windows, "
+               "{} tokens per iteration, {} optimizer steps, {}\n",
+               o.schedule, setup.num_stages(), describe_cut(setup.cut), where, o.model.preset, params,
+               device_name(device), train_windows, o.tokens_per_iter(), setup.spec.optimizer_steps(),
+               o.describe_update_rule());
+    std::fflush(log);
+}
+
+}  // namespace nb

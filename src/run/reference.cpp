@@ -1,0 +1,343 @@
+#include "src/run/reference.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "src/run/backend.h"
+#include "src/core/error.h"
+#include "src/core/metrics_writer.h"
+#include "model/partition.h"
+#include "model/stage_model.h"
+#include "model/model_step.h"
+#include "optim/stage_optimizer.h"
+#include "optim/grad_clip.h"
+#include "optim/lr_schedule.h"
+#include "pipeline/state_hash.h"
+#include "pipeline/weight_history.h"
+#include "src/plan/train_data.h"
+#include "src/plan/train_progress.h"
+
+namespace nb::reference {
+
+// ---- the rules ----
+
+Schedule parse_schedule(std::string_view name) {
+    if (name == "gpipe") return Schedule::gpipe;
+    if (name == "1f1b") return Schedule::one_f_one_b;
+    if (name == "2bw") return Schedule::two_bw;
+    if (name == "pipedream") return Schedule::pipedream;
+    throw UsageError(fmt::format("unknown --schedule '{}' (valid: gpipe, 1f1b, 2bw, pipedream)", name));
+}
+
+bool is_asynchronous(Schedule schedule) { return schedule == Schedule::two_bw || schedule == Schedule::pipedream; }
+
+int64_t microbatches_per_step(Schedule schedule, int64_t microbatches) {
+    return schedule == Schedule::pipedream ? 1 : microbatches;
+}
+
+int64_t optimizer_steps(Schedule schedule, int64_t iterations, int64_t microbatches) {
+    return iterations * microbatches / microbatches_per_step(schedule, microbatches);
+}
+
+bool is_synchronous_step(Schedule schedule, int64_t step, const SyncSteps& sync) {
+    if (!is_asynchronous(schedule)) return true;
+    return step < sync.start || (sync.cooldown > 0 && step >= sync.total - sync.cooldown);
+}
+
+int64_t weight_version(Schedule schedule, int stage, int num_stages, int64_t step, const SyncSteps& sync) {
+    if (is_synchronous_step(schedule, step, sync)) return step;
+    switch (schedule) {
+        case Schedule::two_bw: return std::max<int64_t>(step - 1, 0);
+        case Schedule::pipedream: return std::max<int64_t>(sync.start, step - (num_stages - 1 - stage));
+        default: break;
+    }
+    throw std::logic_error("weight_version: unknown schedule");
+}
+
+void validate_options(const TrainOptions& o) {
+    const Schedule schedule = parse_schedule(o.schedule);
+    // The LR schedule counts optimizer steps, which pipedream makes m per iteration: check it against those.
+    o.validate_counting_steps(schedule == Schedule::pipedream);
+    partition_model(o.model, o.stages);  // --stages in [1, layers]
+    if (schedule == Schedule::two_bw && o.num_microbatches < o.stages)
+        throw UsageError(fmt::format("--schedule 2bw needs --num-microbatches >= --stages, got {} < {}",
+                                     o.num_microbatches, o.stages));
+    o.validate_clip_scope_and_ties(is_asynchronous(schedule));
+    o.validate_delay_mitigations(optimizer_steps(schedule, o.train_iters, o.num_microbatches));
+    if (!o.trace_path.empty())
+        throw UsageError("--trace: the reference runs no pipeline to trace (it is a flag of train)");
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// ---- the stages ----
+
+// One pipeline stage: its slice of the model, its f32 master weights (the newest version), the running sum of
+// its gradients and its optimizer state. The versions it computes with live in the WeightHistory.
+struct Stage {
+    StageModel model;
+    TensorSet master;
+    TensorSet grads;
+    StageOptimizer optimizer;
+
+    Stage(const TrainOptions& o, const StageSpec& spec, Device device)
+        : model(o.model, spec),
+          master(model.init_weights(o.seed).to(device)),  // per parameter name: the same values for any cut
+          grads(TensorSet::zeros(model.layout(), DType::f32, device)),
+          optimizer(o.optimizer, o.delay_fix, model.layout(), o.lr.lr, device) {}
+};
+
+std::vector<std::unique_ptr<Stage>> make_stages(const TrainOptions& o, Device device) {
+    std::vector<std::unique_ptr<Stage>> stages;
+    for (const StageSpec& spec : partition_model(o.model, o.stages))
+        stages.push_back(std::make_unique<Stage>(o, spec, device));
+    return stages;
+}
+
+// What a version is made of: the weights the layers compute with (the activation dtype), copied so that the
+// optimizer's in-place updates of the master leave the snapshot as it was.
+TensorSet compute_snapshot(Ops& ops, const TensorSet& master) {
+    return clone_tensors(make_compute_weights(ops, master));
+}
+
+// ---- one microbatch through all stages ----
+
+// Forward through stage 0..p-1, stage s with weights[s]; backward through p-1..0, each stage accumulating into
+// its own gradients. The objective is the microbatch's mean loss (dloss = 1, as the trainer). Returns the loss.
+float forward_backward(Ops& ops, std::vector<std::unique_ptr<Stage>>& stages,
+                       const std::vector<const TensorSet*>& weights, const Microbatch& batch) {
+    const size_t p = stages.size();
+    std::vector<std::vector<Stash>> stashes(p);
+    Tensor x;
+    for (size_t s = 0; s < p; ++s) {
+        LayerContext ctx{ops, *weights[s], &stages[s]->grads, batch};
+        x = stage_forward(stages[s]->model, ctx, x, &stashes[s]);
+    }
+    const float loss = x.f32()[0];
+    Tensor dx = loss_gradient();
+    for (size_t s = p; s-- > 0;) {
+        LayerContext ctx{ops, *weights[s], &stages[s]->grads, batch};
+        dx = stage_backward(stages[s]->model, ctx, dx, stashes[s]);
+    }
+    return loss;
+}
+
+// Evaluation: forward only, every stage with its newest version.
+float forward_loss(Ops& ops, const std::vector<std::unique_ptr<Stage>>& stages, const WeightHistory& history,
+                   const Microbatch& batch) {
+    Tensor x;
+    for (size_t s = 0; s < stages.size(); ++s) {
+        LayerContext ctx{ops, history.newest_weights(static_cast<int>(s)), nullptr, batch};
+        x = stage_forward(stages[s]->model, ctx, x, nullptr);
+    }
+    return x.f32()[0];
+}
+
+// ---- clipping ----
+//
+// Every norm is built from per-parameter sums of squares (ops.sum_squares of one gradient tensor), added one
+// after the other into one double in canonical order, then square-rooted:
+//   global norm       sum over stage 0's parameters in its layout order, then stage 1's, ..., then sqrt
+//   stage s's norm    sum over stage s's parameters in its layout order, then sqrt
+// The global order is the whole model's layout order (the stage layouts concatenate to it), so this is exactly
+// optim/grad_clip.h's grad_sum_squares over the unsplit model: the bits of `train`. The pipeline reproduces it
+// by gathering the per-parameter sums (not per-stage subtotals, which would round differently) and folding them
+// in this order. --clip-scope global scales every stage by clip_coefficient(global norm); --clip-scope stage
+// scales each stage by clip_coefficient(its own norm). The adding itself is optim/grad_clip.h's
+// total_sum_squares, the one rule the pipeline follows too.
+
+using ParamSums = std::vector<std::vector<double>>;  // [stage][parameter]
+
+ParamSums param_sum_squares(Ops& ops, const std::vector<std::unique_ptr<Stage>>& stages) {
+    ParamSums sums;
+    for (const auto& stage : stages) sums.push_back(nb::param_sum_squares(ops, stage->grads));
+    return sums;
+}
+
+double stage_norm(const ParamSums& sums, size_t stage) { return std::sqrt(total_sum_squares({sums[stage]})); }
+
+double global_norm(const ParamSums& sums) { return std::sqrt(total_sum_squares(sums)); }
+
+// Clips as --clip-scope says and returns the global norm before clipping (what the progress line reports).
+double clip_gradients(Ops& ops, std::vector<std::unique_ptr<Stage>>& stages, const TrainOptions& o) {
+    const ParamSums sums = param_sum_squares(ops, stages);
+    const double global = global_norm(sums);
+    for (size_t s = 0; s < stages.size(); ++s) {
+        const double norm = o.clip_scope == "stage" ? stage_norm(sums, s) : global;
+        clip_grads_to_norm(ops, stages[s]->grads, norm, o.clip_grad);
+    }
+    return global;
+}
+
+// ---- the run ----
+
+struct StepResult {
+    double loss_sum = 0;  // over the step's microbatches
+    double lr = 0;
+    double grad_norm = 0;
+};
+
+class ReferenceRun {
+public:
+    ReferenceRun(const TrainOptions& o, Ops& ops)
+        : o_(o),
+          ops_(ops),
+          schedule_(parse_schedule(o.schedule)),
+          sync_{o.sync_start, o.sync_cooldown, optimizer_steps(schedule_, o.train_iters, o.num_microbatches)},
+          stages_(make_stages(o, ops.device())),
+          history_(o.stages),
+          lr_(o.lr, sync_.total),
+          reader_(o) {
+        for (int s = 0; s < num_stages(); ++s) history_.add(s, 0, compute_snapshot(ops_, stage(s).master));
+    }
+
+    int num_stages() const { return static_cast<int>(stages_.size()); }
+    Stage& stage(int s) { return *stages_[static_cast<size_t>(s)]; }
+    const std::vector<std::unique_ptr<Stage>>& stages() const { return stages_; }
+    const WeightHistory& history() const { return history_; }
+
+    // Iteration t: optimizer steps [t*k, (t+1)*k) with k = m / microbatches_per_step, consuming m microbatches.
+    // Returns the iteration's summed loss and its last step's lr and norm.
+    StepResult run_iteration(int64_t iteration, BatchLoader& train) {
+        const int64_t per_step = microbatches_per_step(schedule_, o_.num_microbatches);
+        const int64_t steps = o_.num_microbatches / per_step;
+        StepResult total;
+        for (int64_t k = 0; k < steps; ++k) {
+            const StepResult r = run_step(iteration * steps + k, per_step, train);
+            total.loss_sum += r.loss_sum;
+            total.lr = r.lr;
+            total.grad_norm = r.grad_norm;
+        }
+        return total;
+    }
+
+    double validation_loss(BatchLoader& val) {
+        return nb::validation_loss(val, o_, ops_.device(),
+                                   [&](const Microbatch& mb) { return forward_loss(ops_, stages_, history_, mb); });
+    }
+
+private:
+    // One optimizer step (steps 1-5 of reference.h) over its `microbatches` microbatches.
+    StepResult run_step(int64_t step, int64_t microbatches, BatchLoader& train) {
+        std::vector<const TensorSet*> weights;
+        for (int s = 0; s < num_stages(); ++s) {
+            stage(s).grads.zero();
+            weights.push_back(&history_.at(s, version_of(s, step)));
+        }
+        StepResult r;
+        for (int64_t i = 0; i < microbatches; ++i)
+            r.loss_sum += forward_backward(ops_, stages_, weights, reader_.next(train, ops_.device()));
+        if (microbatches > 1)
+            for (auto& st : stages_)
+                for (auto& g : st->grads.tensors) ops_.scale_inplace(g, 1.0f / static_cast<float>(microbatches));
+        r.grad_norm = clip_gradients(ops_, stages_, o_);
+        r.lr = lr_.lr_at(step);
+        const bool asynchronous = !is_synchronous_step(schedule_, step, sync_);
+        for (int s = 0; s < num_stages(); ++s) {
+            Stage& st = stage(s);
+            const int64_t version = version_of(s, step);
+            const TensorSet* stale = version < step ? &history_.at(s, version) : nullptr;
+            st.optimizer.step(ops_, st.model.layout(), st.master, st.grads, static_cast<float>(r.lr), asynchronous,
+                              stale);
+            advance_history(s, step);
+        }
+        return r;
+    }
+
+    // After step `step`, stage s holds W_{step+1}. The versions later steps use are those >= the version of the
+    // next step (the rule never decreases): drop the older ones first, then add the new one, so the history
+    // never holds more than the schedule needs.
+    void advance_history(int s, int64_t step) {
+        history_.drop_older_than(s, version_of(s, step + 1));
+        history_.add(s, step + 1, compute_snapshot(ops_, stage(s).master));
+    }
+
+    int64_t version_of(int s, int64_t step) const { return weight_version(schedule_, s, num_stages(), step, sync_); }
+
+    const TrainOptions& o_;
+    Ops& ops_;
+    Schedule schedule_;
+    SyncSteps sync_;
+    std::vector<std::unique_ptr<Stage>> stages_;
+    WeightHistory history_;
+    LrSchedule lr_;
+    MicrobatchReader reader_;
+};
+
+// "blocks 0-1 | 2-3 | 4": what each stage holds.
+std::string describe_cut(const std::vector<std::unique_ptr<Stage>>& stages) {
+    std::vector<StageSpec> cut;
+    for (const auto& st : stages) cut.push_back(st->model.spec());
+    return nb::describe_cut(cut);
+}
+
+// The fingerprints of pipeline/state_hash.h: every stage's master weights, and every stage's optimizer state.
+std::string weights_hash(const std::vector<std::unique_ptr<Stage>>& stages) {
+    std::vector<std::vector<Tensor>> all;
+    for (const auto& st : stages) all.push_back(st->master.tensors);
+    return stages_sha256(all);
+}
+
+std::string optimizer_hash(const std::vector<std::unique_ptr<Stage>>& stages) {
+    std::vector<std::vector<Tensor>> all;
+    for (const auto& st : stages) all.push_back(st->optimizer.state_in_order());
+    return stages_sha256(all);
+}
+
+}  // namespace
+
+ReferenceSummary run_reference(const TrainOptions& o, std::FILE* log) {
+    validate_options(o);
+    auto data = open_train_data(o);
+    std::unique_ptr<MetricsWriter> metrics;
+    if (!o.metrics_path.empty()) metrics = std::make_unique<MetricsWriter>(o.metrics_path);
+    std::unique_ptr<Ops> backend = make_ops(o.device);
+    ReferenceRun run(o, *backend);
+
+    int64_t params = 0;
+    for (const auto& st : run.stages()) params += st->model.layout().total_numel();
+    const int64_t steps = optimizer_steps(parse_schedule(o.schedule), o.train_iters, o.num_microbatches);
+    fmt::print(log, "nobubble reference: --schedule {} on {} stages ({}), model {} ({} parameters) on {}, "
+               "{} train windows, {} tokens per iteration, {} optimizer steps, {}\n",
+               o.schedule, o.stages, describe_cut(run.stages()), o.model.preset, params,
+               device_name(backend->device()), data->train->num_windows(), o.tokens_per_iter(), steps,
+               o.describe_update_rule());
+
+    ReferenceSummary summary;
+    double train_seconds = 0;
+    for (int64_t t = 0; t < o.train_iters; ++t) {
+        const auto t0 = Clock::now();
+        const StepResult r = run.run_iteration(t, *data->train);
+        const double seconds = seconds_since(t0);
+        train_seconds += seconds;
+        const double loss = r.loss_sum / static_cast<double>(o.num_microbatches);
+        IterationReport report{t + 1, o.train_iters, loss, r.lr, r.grad_norm,
+                               static_cast<double>(o.tokens_per_iter()) / seconds, seconds};
+        if (data->val && evaluation_due(o, t)) report.val_loss = run.validation_loss(*data->val);
+        if (progress_line_due(report, o.log_interval)) {
+            fmt::print(log, "{}\n", progress_line(report));
+            std::fflush(log);
+        }
+        if (metrics) metrics->write(metrics_record(report));
+        summary.run.final_train_loss = loss;
+        if (report.val_loss >= 0) summary.run.final_val_loss = report.val_loss;
+        require_finite_loss(report);
+    }
+    summary.run.steps = steps;
+    summary.run.tokens_per_s = static_cast<double>(o.tokens_per_iter() * o.train_iters) / train_seconds;
+    summary.run.weights_sha256 = weights_hash(run.stages());
+    summary.optimizer_sha256 = optimizer_hash(run.stages());
+    for (int s = 0; s < run.num_stages(); ++s) summary.peak_versions.push_back(run.history().peak_held(s));
+    fmt::print(log, "weight versions held at most, per stage: {}\n", fmt::join(summary.peak_versions, " "));
+    return summary;
+}
+
+}  // namespace nb::reference

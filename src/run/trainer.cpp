@@ -1,0 +1,106 @@
+#include "src/run/trainer.h"
+
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "src/run/backend.h"
+#include "src/core/error.h"
+#include "src/core/metrics_writer.h"
+#include "model/model_step.h"
+#include "optim/stage_optimizer.h"
+#include "optim/grad_clip.h"
+#include "pipeline/schedule.h"
+#include "src/plan/train_data.h"
+#include "src/plan/train_progress.h"
+#include "model/weights_hash.h"
+
+namespace nb {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// This is the single-process loop: one stage and a synchronous schedule (gpipe and 1f1b compute the same
+// thing there, see DESIGN section 2). `train` hands more stages and the asynchronous schedules to the pipeline
+// executor (src/run/pipeline_driver.h).
+void require_single_process(const TrainOptions& o) {
+    const ScheduleKind kind = parse_schedule_kind(o.schedule);
+    if (o.stages < 1) throw UsageError(fmt::format("--stages must be positive, got {}", o.stages));
+    if (o.stages > 1 || is_asynchronous(kind))
+        throw std::logic_error(fmt::format("--schedule {} --stages {} given to the single-process loop: it runs "
+                                           "on the pipeline executor", o.schedule, o.stages));
+    if (o.clip_scope != "global")
+        throw UsageError(fmt::format("--clip-scope {} does not fit --schedule {}: a synchronous schedule clips by "
+                                     "the global norm (--clip-scope global)", o.clip_scope, o.schedule));
+}
+
+}  // namespace
+
+TrainSummary run_training(const TrainOptions& o, std::FILE* log) {
+    o.validate();
+    o.validate_delay_mitigations(o.train_iters);
+    require_single_process(o);
+    auto data = open_train_data(o);
+    std::unique_ptr<MetricsWriter> metrics;
+    if (!o.metrics_path.empty()) metrics = std::make_unique<MetricsWriter>(o.metrics_path);
+
+    std::unique_ptr<Ops> backend = make_ops(o.device);
+    Ops& ops = *backend;
+    const Device device = ops.device();
+    StageModel model(o.model, whole_model_spec(o.model));
+    TensorSet weights = model.init_weights(o.seed).to(device);  // f32 master weights
+    TensorSet compute_weights = make_compute_weights(ops, weights);
+    TensorSet grads = TensorSet::zeros(model.layout(), DType::f32, device);
+    StageOptimizer optimizer(o.optimizer, o.delay_fix, model.layout(), o.lr.lr, device);
+    LrSchedule schedule(o.lr, o.train_iters);
+    MicrobatchReader reader(o);
+
+    fmt::print(log, "nobubble: model {} ({} parameters) on {}, {} train windows, {} tokens per iteration, {}\n",
+               o.model.preset, model.layout().total_numel(), device_name(device), data->train->num_windows(),
+               o.tokens_per_iter(), o.describe_update_rule());
+
+    TrainSummary summary;
+    double train_seconds = 0;
+    for (int64_t step = 0; step < o.train_iters; ++step) {
+        const auto t0 = Clock::now();
+        grads.zero();
+        double loss_sum = 0;
+        for (int64_t i = 0; i < o.num_microbatches; ++i)
+            loss_sum += forward_backward(ops, model, compute_weights, grads, reader.next(*data->train, device));
+        const double loss = loss_sum / static_cast<double>(o.num_microbatches);
+        if (o.num_microbatches > 1)
+            for (auto& g : grads.tensors) ops.scale_inplace(g, 1.0f / static_cast<float>(o.num_microbatches));
+        const double grad_norm = clip_grad_norm(ops, grads, o.clip_grad);
+        const double lr = schedule.lr_at(step);
+        optimizer.step(ops, model.layout(), weights, grads, static_cast<float>(lr));
+        refresh_compute_weights(ops, weights, compute_weights);
+        const double step_seconds = seconds_since(t0);
+        train_seconds += step_seconds;
+        const double tokens_per_s = static_cast<double>(o.tokens_per_iter()) / step_seconds;
+
+        IterationReport report{step + 1, o.train_iters, loss, lr, grad_norm, tokens_per_s, step_seconds};
+        if (data->val && evaluation_due(o, step))
+            report.val_loss = validation_loss(*data->val, o, device, [&](const Microbatch& mb) {
+                return forward_loss(ops, model, compute_weights, mb);
+            });
+        if (progress_line_due(report, o.log_interval)) {
+            fmt::print(log, "{}\n", progress_line(report));
+            std::fflush(log);
+        }
+        if (metrics) metrics->write(metrics_record(report));
+        summary.final_train_loss = loss;
+        if (report.val_loss >= 0) summary.final_val_loss = report.val_loss;
+        if (o.stop_on_nan) require_finite_loss(report);
+    }
+    summary.steps = o.train_iters;
+    summary.tokens_per_s = static_cast<double>(o.tokens_per_iter() * o.train_iters) / train_seconds;
+    summary.weights_sha256 = weights_sha256(weights.to(Device::cpu));
+    return summary;
+}
+
+}  // namespace nb
