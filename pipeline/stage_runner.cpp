@@ -325,7 +325,7 @@ void StageRunner::report(const StageTask& task) {
         IterationReport line;
         line.iteration = task.iteration + 1;
         line.loss = *r.loss_sum / static_cast<double>(o_.num_microbatches);
-        if (o_.stop_on_nan) require_finite_loss(line);  // "loss is nan at step N", as train
+        apply_nan_policy(line, o_.stop_on_nan);  // here, before the report: the error names this stage
     }
     transport_.send_values(0, {Channel::report, task.iteration}, r.to_values());
 }

@@ -4,10 +4,16 @@
 // Under mpirun every rank runs this same program on the same command line, so a usage error is found by every
 // rank alike: rank 0 alone prints it, and every rank exits 2. (An error during a pipeline run is one rank's, and
 // is reported and aborts the job where it happens: src/run/pipeline_driver.h.)
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "src/cli/commands.h"
 #include "src/core/error.h"
@@ -15,9 +21,22 @@
 
 namespace {
 
-int fail(const char* what, int code) {
+int fail(const std::string& what, int code) {
     if (code != nb::kExitUsage || nb::mpi_world_rank() == 0) fmt::print(stderr, "nobubble: error: {}\n", what);
     return code;
+}
+
+// The subcommand named first on the command line, checked before CLI11 parses (CLI11 would say only "A
+// subcommand is required"): an error naming the word it did not know and the known ones, or nothing. Words that
+// begin with '-' (--help) are CLI11's.
+std::optional<std::string> subcommand_error(int argc, char** argv, std::span<const nb::cli::Command> commands) {
+    std::vector<std::string> names;
+    for (const auto& command : commands) names.push_back(command.app->get_name());
+    const std::string known = fmt::format("{}", fmt::join(names, ", "));
+    if (argc < 2) return fmt::format("no subcommand given (one of: {})", known);
+    const std::string first = argv[1];
+    if (first.starts_with("-") || std::ranges::find(names, first) != names.end()) return std::nullopt;
+    return fmt::format("unknown subcommand '{}' (one of: {})", first, known);
 }
 
 }  // namespace
@@ -33,6 +52,7 @@ int main(int argc, char** argv) {
     const nb::cli::Command commands[] = {nb::cli::add_train_command(app), nb::cli::add_info_command(app),
                                          nb::cli::add_bench_command(app), nb::cli::add_schedule_command(app),
                                          nb::cli::add_reference_command(app)};
+    if (const auto error = subcommand_error(argc, argv, commands)) return fail(*error, nb::kExitUsage);
     try {
         std::vector<std::string> args = nb::cli::expand_config_file(app, std::vector<std::string>(argv, argv + argc));
         std::vector<const char*> c_args;

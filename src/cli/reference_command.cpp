@@ -15,8 +15,7 @@ Command add_reference_command(CLI::App& app) {
     add_train_flags(*sub, *flags);
     return {sub, [flags] {
                 const reference::ReferenceSummary s = reference::run_reference(resolve_train_flags(*flags), stdout);
-                print_final_lines(s.run);
-                print_optimizer_line(s.optimizer_sha256);
+                print_final_lines(stdout, {s.run, s.peak_versions, s.optimizer_sha256});
                 return 0;
             }};
 }

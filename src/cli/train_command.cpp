@@ -19,12 +19,12 @@ Command add_train_command(CLI::App& app) {
                 const int world = mpi_world_size();
                 if (world > 1 && sub->count("--stages") == 0) o.stages = world;
                 if (!needs_pipeline(o, world)) {
-                    print_final_lines(run_training(o, stdout));
+                    print_final_lines(stdout, {.run = run_training(o, stdout)});
                     return 0;
                 }
                 if (std::optional<PipelineSummary> summary = run_pipeline_training(o, stdout)) {
-                    print_final_lines(summary->run);  // on stage 0 only, as `nobubble reference` prints them
-                    print_optimizer_line(summary->optimizer_sha256);
+                    // On stage 0 only, as `nobubble reference` prints them.
+                    print_final_lines(stdout, {summary->run, summary->peak_versions, summary->optimizer_sha256});
                 }
                 return 0;
             }};

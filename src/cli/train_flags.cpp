@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "src/core/error.h"
 #include "src/run/backend.h"
 
 namespace nb::cli {
@@ -71,7 +72,12 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
                    "Iterations of --num-microbatches microbatches (an optimizer step each; pipedream: one per "
                    "microbatch)")
         ->capture_default_str();
-    sub.add_option("--lr", o.lr.lr, "Peak learning rate (required)");
+    sub.add_option_function<double>(
+        "--lr", [&f](double lr) {
+            f.options.lr.lr = lr;
+            f.lr_given = true;
+        },
+        "Peak learning rate (required)");
     sub.add_option("--min-lr", o.lr.min_lr, "Learning rate at the end of decay")->capture_default_str();
     sub.add_option("--lr-warmup-iters", o.lr.warmup_iters, "Linear warm-up steps")->capture_default_str();
     sub.add_option("--lr-decay-style", o.lr.decay_style, "constant, linear, cosine or wsd")->capture_default_str();
@@ -104,24 +110,13 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
 }
 
 TrainOptions resolve_train_flags(const TrainFlags& f) {
+    // Checked here, not by the value's range check, which would name a value the user never typed.
+    if (!f.lr_given) throw UsageError("--lr is required (the peak learning rate, e.g. --lr 3e-4)");
     TrainOptions o = f.options;
     o.model = resolve_model(f.model);
     o.device = parse_device(f.device);
     o.clip_scope = f.clip_scope.empty() ? default_clip_scope(o.schedule) : f.clip_scope;
     return o;
-}
-
-void print_final_lines(const TrainSummary& s) {
-    if (s.final_val_loss >= 0) fmt::print("final val_loss {:.4f}\n", s.final_val_loss);
-    fmt::print("final weights sha256 {}\n", s.weights_sha256);
-}
-
-}  // namespace nb::cli
-
-namespace nb::cli {
-
-void print_optimizer_line(const std::string& optimizer_sha256) {
-    fmt::print("final optimizer state sha256 {}\n", optimizer_sha256);
 }
 
 }  // namespace nb::cli

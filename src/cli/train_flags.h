@@ -1,5 +1,5 @@
 // The flags of `nobubble train`, shared with `nobubble reference` (the single-process oracle takes exactly the
-// same flags, so that a run of either is named by the same command line), and the lines both print at the end.
+// same flags, so that a run of either is named by the same command line).
 #pragma once
 
 #include <string>
@@ -14,6 +14,7 @@ struct TrainFlags {
     ModelFlags model;
     std::string device = "cpu";
     std::string clip_scope;  // empty: by schedule (global for gpipe / 1f1b, stage for 2bw / pipedream)
+    bool lr_given = false;   // --lr has no default: a run without it is a usage error
     TrainOptions options;
 };
 
@@ -21,10 +22,5 @@ void add_train_flags(CLI::App& sub, TrainFlags& flags);
 
 // The options the flags name: the model preset with its overrides, the device and the clip scope resolved.
 TrainOptions resolve_train_flags(const TrainFlags& flags);
-
-// "final val_loss X" (when validation ran) and "final weights sha256 HEX", on stdout.
-void print_final_lines(const TrainSummary& summary);
-// "final optimizer state sha256 HEX" (pipeline/state_hash.h), after them: `reference` and pipeline runs of `train`.
-void print_optimizer_line(const std::string& optimizer_sha256);
 
 }  // namespace nb::cli

@@ -42,8 +42,8 @@ MetricsRecord metrics_record(const IterationReport& r) {
     return record;
 }
 
-void require_finite_loss(const IterationReport& r) {
-    if (!std::isfinite(r.loss)) throw RuntimeError(fmt::format("loss is {} at step {}", r.loss, r.iteration));
+void apply_nan_policy(const IterationReport& r, bool stop) {
+    if (stop && !std::isfinite(r.loss)) throw RuntimeError(fmt::format("loss is {} at step {}", r.loss, r.iteration));
 }
 
 }  // namespace nb

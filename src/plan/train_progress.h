@@ -36,7 +36,8 @@ std::string progress_line(const IterationReport& r);
 // step, loss, lr, grad_norm, tokens_per_s[, val_loss][, stage_busy (array), bubble, act_mib (array)].
 MetricsRecord metrics_record(const IterationReport& r);
 
-// RuntimeError "loss is nan at step N" when the loss is not finite (the run cannot recover).
-void require_finite_loss(const IterationReport& r);
+// The NaN policy, the one rule every training loop follows: with --stop-on-nan (`stop`, the default) a loss that
+// is not finite ends the run, RuntimeError "loss is nan at step N"; with --no-stop-on-nan the run goes on.
+void apply_nan_policy(const IterationReport& r, bool stop);
 
 }  // namespace nb

@@ -71,18 +71,12 @@ PipelineSummary run_in_process(const PipelineSetup& setup, std::FILE* log) {
         if (all_done && collector.done()) break;
         if (!moved) throw std::logic_error(deadlock_message(runners, collector));
     }
-    print_versions_line(log, collector.peak_versions());
     return pipeline_summary(collector);
 }
 
 PipelineSummary pipeline_summary(const ProgressCollector& collector) {
     return {collector.summary(), collector.peak_versions(), collector.optimizer_sha256(), collector.finals(),
             collector.iteration_timings()};
-}
-
-void print_versions_line(std::FILE* log, const std::vector<int64_t>& peak_versions) {
-    fmt::print(log, "weight versions held at most, per stage: {}\n", fmt::join(peak_versions, " "));
-    std::fflush(log);
 }
 
 }  // namespace nb

@@ -162,7 +162,6 @@ std::optional<PipelineSummary> run_stage(const PipelineSetup& setup, Transport& 
     }
     transport.finish();
     if (!collector) return std::nullopt;
-    print_versions_line(log, collector->peak_versions());
     return pipeline_summary(*collector);
 }
 

@@ -50,7 +50,4 @@ std::optional<PipelineSummary> run_over_mpi(const PipelineSetup& setup, std::FIL
 // where this process is stage 0, nullopt on the other ranks.
 std::optional<PipelineSummary> run_pipeline_training(const TrainOptions& options, std::FILE* log);
 
-// "weight versions held at most, per stage: 3 2 1", as the oracle prints it.
-void print_versions_line(std::FILE* log, const std::vector<int64_t>& peak_versions);
-
 }  // namespace nb

@@ -53,11 +53,10 @@ void add_pipeline_fields(IterationReport& r, const IterationTiming& t) {
 ProgressCollector::ProgressCollector(const PipelineSetup& setup, Transport& transport, std::FILE* log)
     : setup_(setup),
       transport_(transport),
-      log_(log),
+      run_log_(setup.options, log),
       lr_(setup.options.lr, setup.spec.optimizer_steps()),
       since_line_(zero_timing(setup.num_stages())) {
     if (transport.stage() != 0) throw std::logic_error("the progress collector runs on stage 0");
-    if (!setup.options.metrics_path.empty()) metrics_ = std::make_unique<MetricsWriter>(setup.options.metrics_path);
     if (!setup.options.trace_path.empty()) check_writable_trace(setup.options.trace_path);
 }
 
@@ -117,7 +116,6 @@ void ProgressCollector::print_iteration(int64_t t, const std::vector<StageReport
     // stages share. (Timing the arrival of the reports here would not do: in one process a stage that never
     // blocks runs several iterations before its reports are read, and they would arrive 0 ms apart.)
     const double seconds = last.wall_s;
-    train_seconds_ += seconds;
     const int64_t last_step = (t + 1) * setup_.steps_per_iteration() - 1;
     IterationReport line{t + 1,
                          o.train_iters,
@@ -141,20 +139,14 @@ void ProgressCollector::print_iteration(int64_t t, const std::vector<StageReport
     since_line_.seconds += seconds;
     timings_.push_back(timing);
 
-    if (progress_line_due(line, o.log_interval)) {
-        IterationReport printed = line;
+    IterationReport printed = line;
+    if (run_log_.line_due(line)) {
         add_pipeline_fields(printed, since_line_);
         since_line_ = zero_timing(setup_.num_stages());
-        fmt::print(log_, "{}\n", progress_line(printed));
-        std::fflush(log_);
     }
-    if (metrics_) {
-        IterationReport record = line;
-        add_pipeline_fields(record, timing);
-        metrics_->write(metrics_record(record));
-    }
-    summary_.final_train_loss = line.loss;
-    if (line.val_loss >= 0) summary_.final_val_loss = line.val_loss;
+    IterationReport record = line;
+    add_pipeline_fields(record, timing);
+    run_log_.iteration(record, printed);
 }
 
 void ProgressCollector::post_final_receives() {
@@ -262,12 +254,7 @@ std::string ProgressCollector::waiting_for() const {
 
 TrainSummary ProgressCollector::summary() const {
     if (!done()) throw std::logic_error("the pipeline's summary asked for before the run has finished");
-    TrainSummary s = summary_;
-    s.steps = setup_.spec.optimizer_steps();
-    s.tokens_per_s =
-        static_cast<double>(setup_.options.tokens_per_iter() * setup_.options.train_iters) / train_seconds_;
-    s.weights_sha256 = *weights_hash_;
-    return s;
+    return run_log_.summary(setup_.spec.optimizer_steps(), *weights_hash_);
 }
 
 void print_pipeline_header(std::FILE* log, const PipelineSetup& setup, const char* where, Device device,

@@ -20,13 +20,12 @@
 #include <optional>
 #include <vector>
 
-#include "src/core/metrics_writer.h"
 #include "optim/lr_schedule.h"
 #include "pipeline/pipeline_setup.h"
 #include "pipeline/stage_clock.h"
 #include "pipeline/stage_report.h"
 #include "pipeline/transport.h"
-#include "src/run/trainer.h"
+#include "src/run/run_log.h"
 
 namespace nb {
 
@@ -62,13 +61,11 @@ private:
     void print_iteration(int64_t t, const std::vector<StageReport>& reports);
     void post_final_receives();
     bool take_final();
-    bool take_traces();
     void finish_run();
 
     const PipelineSetup& setup_;
     Transport& transport_;
-    std::FILE* log_;
-    std::unique_ptr<MetricsWriter> metrics_;
+    RunLog run_log_;
     LrSchedule lr_;
 
     int64_t next_to_print_ = 0, posted_until_ = 0;
@@ -87,9 +84,6 @@ private:
 
     IterationTiming since_line_;  // summed over the iterations since the last progress line (act: the most)
     std::vector<IterationTiming> timings_;
-
-    TrainSummary summary_;
-    double train_seconds_ = 0;
 };
 
 // The first line of a pipeline run: schedule, stages and their cut, model, data.

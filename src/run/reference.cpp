@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "src/run/backend.h"
+#include "src/run/run_log.h"
 #include "src/core/error.h"
-#include "src/core/metrics_writer.h"
 #include "model/partition.h"
 #include "model/stage_model.h"
 #include "model/model_step.h"
@@ -19,7 +19,6 @@
 #include "pipeline/state_hash.h"
 #include "pipeline/weight_history.h"
 #include "src/plan/train_data.h"
-#include "src/plan/train_progress.h"
 
 namespace nb::reference {
 
@@ -297,8 +296,7 @@ std::string optimizer_hash(const std::vector<std::unique_ptr<Stage>>& stages) {
 ReferenceSummary run_reference(const TrainOptions& o, std::FILE* log) {
     validate_options(o);
     auto data = open_train_data(o);
-    std::unique_ptr<MetricsWriter> metrics;
-    if (!o.metrics_path.empty()) metrics = std::make_unique<MetricsWriter>(o.metrics_path);
+    RunLog run_log(o, log);
     std::unique_ptr<Ops> backend = make_ops(o.device);
     ReferenceRun run(o, *backend);
 
@@ -311,32 +309,18 @@ ReferenceSummary run_reference(const TrainOptions& o, std::FILE* log) {
                device_name(backend->device()), data->train->num_windows(), o.tokens_per_iter(), steps,
                o.describe_update_rule());
 
-    ReferenceSummary summary;
-    double train_seconds = 0;
     for (int64_t t = 0; t < o.train_iters; ++t) {
         const auto t0 = Clock::now();
         const StepResult r = run.run_iteration(t, *data->train);
         const double seconds = seconds_since(t0);
-        train_seconds += seconds;
         const double loss = r.loss_sum / static_cast<double>(o.num_microbatches);
         IterationReport report{t + 1, o.train_iters, loss, r.lr, r.grad_norm,
                                static_cast<double>(o.tokens_per_iter()) / seconds, seconds};
         if (data->val && evaluation_due(o, t)) report.val_loss = run.validation_loss(*data->val);
-        if (progress_line_due(report, o.log_interval)) {
-            fmt::print(log, "{}\n", progress_line(report));
-            std::fflush(log);
-        }
-        if (metrics) metrics->write(metrics_record(report));
-        summary.run.final_train_loss = loss;
-        if (report.val_loss >= 0) summary.run.final_val_loss = report.val_loss;
-        require_finite_loss(report);
+        run_log.iteration(report);
     }
-    summary.run.steps = steps;
-    summary.run.tokens_per_s = static_cast<double>(o.tokens_per_iter() * o.train_iters) / train_seconds;
-    summary.run.weights_sha256 = weights_hash(run.stages());
-    summary.optimizer_sha256 = optimizer_hash(run.stages());
+    ReferenceSummary summary{run_log.summary(steps, weights_hash(run.stages())), optimizer_hash(run.stages()), {}};
     for (int s = 0; s < run.num_stages(); ++s) summary.peak_versions.push_back(run.history().peak_held(s));
-    fmt::print(log, "weight versions held at most, per stage: {}\n", fmt::join(summary.peak_versions, " "));
     return summary;
 }
 

@@ -80,7 +80,7 @@ struct ReferenceSummary {
     TrainSummary run;                  // run.steps counts optimizer steps (pipedream: iterations * m)
     std::string optimizer_sha256;      // SHA-256 of every stage's optimizer and delay-fix state in their canonical
                                        // order (StageOptimizer::state_tensors): stage 0's, then stage 1's, ...
-    std::vector<int> peak_versions;    // per stage: the most weight versions its history held at once
+    std::vector<int64_t> peak_versions;  // per stage: the most weight versions its history held at once
 };
 
 // Trains as described above, printing progress lines (and --metrics records) per iteration like `train`.

@@ -7,14 +7,13 @@
 #include <fmt/format.h>
 
 #include "src/run/backend.h"
+#include "src/run/run_log.h"
 #include "src/core/error.h"
-#include "src/core/metrics_writer.h"
 #include "model/model_step.h"
 #include "optim/stage_optimizer.h"
 #include "optim/grad_clip.h"
 #include "pipeline/schedule.h"
 #include "src/plan/train_data.h"
-#include "src/plan/train_progress.h"
 #include "model/weights_hash.h"
 
 namespace nb {
@@ -46,8 +45,7 @@ TrainSummary run_training(const TrainOptions& o, std::FILE* log) {
     o.validate_delay_mitigations(o.train_iters);
     require_single_process(o);
     auto data = open_train_data(o);
-    std::unique_ptr<MetricsWriter> metrics;
-    if (!o.metrics_path.empty()) metrics = std::make_unique<MetricsWriter>(o.metrics_path);
+    RunLog run_log(o, log);
 
     std::unique_ptr<Ops> backend = make_ops(o.device);
     Ops& ops = *backend;
@@ -64,8 +62,6 @@ TrainSummary run_training(const TrainOptions& o, std::FILE* log) {
                o.model.preset, model.layout().total_numel(), device_name(device), data->train->num_windows(),
                o.tokens_per_iter(), o.describe_update_rule());
 
-    TrainSummary summary;
-    double train_seconds = 0;
     for (int64_t step = 0; step < o.train_iters; ++step) {
         const auto t0 = Clock::now();
         grads.zero();
@@ -80,7 +76,6 @@ TrainSummary run_training(const TrainOptions& o, std::FILE* log) {
         optimizer.step(ops, model.layout(), weights, grads, static_cast<float>(lr));
         refresh_compute_weights(ops, weights, compute_weights);
         const double step_seconds = seconds_since(t0);
-        train_seconds += step_seconds;
         const double tokens_per_s = static_cast<double>(o.tokens_per_iter()) / step_seconds;
 
         IterationReport report{step + 1, o.train_iters, loss, lr, grad_norm, tokens_per_s, step_seconds};
@@ -88,19 +83,9 @@ TrainSummary run_training(const TrainOptions& o, std::FILE* log) {
             report.val_loss = validation_loss(*data->val, o, device, [&](const Microbatch& mb) {
                 return forward_loss(ops, model, compute_weights, mb);
             });
-        if (progress_line_due(report, o.log_interval)) {
-            fmt::print(log, "{}\n", progress_line(report));
-            std::fflush(log);
-        }
-        if (metrics) metrics->write(metrics_record(report));
-        summary.final_train_loss = loss;
-        if (report.val_loss >= 0) summary.final_val_loss = report.val_loss;
-        if (o.stop_on_nan) require_finite_loss(report);
+        run_log.iteration(report);
     }
-    summary.steps = o.train_iters;
-    summary.tokens_per_s = static_cast<double>(o.tokens_per_iter() * o.train_iters) / train_seconds;
-    summary.weights_sha256 = weights_sha256(weights.to(Device::cpu));
-    return summary;
+    return run_log.summary(o.train_iters, weights_sha256(weights.to(Device::cpu)));
 }
 
 }  // namespace nb

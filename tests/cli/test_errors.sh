@@ -15,6 +15,14 @@ expect_error 2 "num-layers must be positive, got 0" "${T[@]}" --num-layers 0
 expect_error 2 "train-iters must be positive, got 0" "${T[@]}" --train-iters 0
 expect_error 2 "lr" "${T[@]}" --lr -1
 expect_error 2 "lr-decay-style" "${T[@]}" --lr-decay-style sideways
+# No --lr at all: the error names the missing flag, not a value the user never typed; train and reference alike.
+NO_LR=(--data "$C" --model tiny --train-iters 2)
+for command in train reference; do
+  expect_error 2 "^nobubble: error: --lr is required (the peak learning rate, e.g. --lr 3e-4)$" "$NB" "$command" "${NO_LR[@]}"
+done
+expect_error 2 "^nobubble: error: unknown subcommand 'definitely-not-a-command' (one of: train, info, bench, schedule, reference)$" \
+  "$NB" definitely-not-a-command
+expect_error 2 "^nobubble: error: no subcommand given (one of: train, info, bench, schedule, reference)$" "$NB"
 expect_error 2 "cannot read" "${T[@]}" --config "$WORK/missing.toml"
 printf 'unknown-key = 3\n' >"$WORK/bad.toml"
 expect_error 2 "unknown key 'unknown-key'" "${T[@]}" --config "$WORK/bad.toml"

@@ -224,10 +224,10 @@ TEST_CASE("reference: the versions held at once are what the schedule needs (1; 
     const std::string data = write_corpus(dir);
     for (int p : {2, 3, 4}) {
         CAPTURE(p);
-        CHECK(run_quietly(small_run(data, "1f1b", p, p, 3)).peak_versions == std::vector<int>(p, 1));
-        CHECK(run_quietly(small_run(data, "gpipe", p, p, 3)).peak_versions == std::vector<int>(p, 1));
-        CHECK(run_quietly(small_run(data, "2bw", p, p, 3)).peak_versions == std::vector<int>(p, 2));
-        std::vector<int> pipedream;
+        CHECK(run_quietly(small_run(data, "1f1b", p, p, 3)).peak_versions == std::vector<int64_t>(p, 1));
+        CHECK(run_quietly(small_run(data, "gpipe", p, p, 3)).peak_versions == std::vector<int64_t>(p, 1));
+        CHECK(run_quietly(small_run(data, "2bw", p, p, 3)).peak_versions == std::vector<int64_t>(p, 2));
+        std::vector<int64_t> pipedream;
         for (int s = 0; s < p; ++s) pipedream.push_back(p - s);
         CHECK(run_quietly(small_run(data, "pipedream", p, p, 2)).peak_versions == pipedream);
     }

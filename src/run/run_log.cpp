@@ -1,0 +1,42 @@
+#include "src/run/run_log.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace nb {
+
+RunLog::RunLog(const TrainOptions& o, std::FILE* log)
+    : log_interval_(o.log_interval), stop_on_nan_(o.stop_on_nan), tokens_per_iter_(o.tokens_per_iter()), log_(log) {
+    if (!o.metrics_path.empty()) metrics_ = std::make_unique<MetricsWriter>(o.metrics_path);
+}
+
+void RunLog::iteration(const IterationReport& record, const IterationReport& line) {
+    if (line_due(line)) {
+        fmt::print(log_, "{}\n", progress_line(line));
+        std::fflush(log_);
+    }
+    if (metrics_) metrics_->write(metrics_record(record));
+    train_seconds_ += record.seconds;
+    ++iterations_;
+    summary_.final_train_loss = record.loss;
+    if (record.val_loss >= 0) summary_.final_val_loss = record.val_loss;
+    apply_nan_policy(record, stop_on_nan_);
+}
+
+TrainSummary RunLog::summary(int64_t steps, std::string weights_sha256) const {
+    TrainSummary s = summary_;
+    s.steps = steps;
+    s.tokens_per_s = static_cast<double>(tokens_per_iter_ * iterations_) / train_seconds_;
+    s.weights_sha256 = std::move(weights_sha256);
+    return s;
+}
+
+void print_final_lines(std::FILE* out, const FinalLines& lines) {
+    if (lines.peak_versions)
+        fmt::print(out, "weight versions held at most, per stage: {}\n", fmt::join(*lines.peak_versions, " "));
+    if (lines.run.final_val_loss >= 0) fmt::print(out, "final val_loss {:.4f}\n", lines.run.final_val_loss);
+    fmt::print(out, "final weights sha256 {}\n", lines.run.weights_sha256);
+    if (lines.optimizer_sha256) fmt::print(out, "final optimizer state sha256 {}\n", *lines.optimizer_sha256);
+}
+
+}  // namespace nb
