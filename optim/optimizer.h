@@ -36,8 +36,6 @@ public:
 
     // Steps completed so far: 0 before the first step; the first step runs with t = 1 (as torch).
     virtual int64_t steps_taken() const = 0;
-    // For resuming from a checkpoint, together with the state tensors' contents.
-    virtual void set_steps_taken(int64_t steps) = 0;
 
     // Every state tensor, named "<state>.<param name>" (e.g. "exp_avg.layers.0.attn.wq"), in a fixed order:
     // state by state, each in layout order. The pointers stay valid for the optimizer's lifetime; a checkpoint

@@ -53,7 +53,6 @@ private:
 class StatefulOptimizer : public Optimizer {
 public:
     int64_t steps_taken() const override { return steps_; }
-    void set_steps_taken(int64_t steps) override;  // std::logic_error when negative
     std::vector<std::pair<std::string, Tensor*>> state_tensors() override { return state_.named(); }
 
 protected:

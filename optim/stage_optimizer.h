@@ -43,7 +43,6 @@ public:
     std::vector<std::pair<std::string, Tensor*>> state_tensors();
     std::vector<Tensor> state_in_order();
 
-    Optimizer& optimizer() { return *optimizer_; }
     int64_t steps_taken() const { return optimizer_->steps_taken(); }
 
 private:

@@ -40,12 +40,9 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
       last_(setup.cut.at(static_cast<size_t>(stage)).has_head),
       transport_(transport),
       ops_(ops),
-      model_(o_.model, setup.cut[static_cast<size_t>(stage)]),
-      master_(model_.init_weights(o_.seed).to(ops.device())),  // per parameter name: the same for any cut
-      grads_(TensorSet::zeros(model_.layout(), DType::f32, ops.device())),
-      optimizer_(o_.optimizer, o_.delay_fix, model_.layout(), o_.lr.lr, ops.device()),
+      state_(o_, setup.cut[static_cast<size_t>(stage)], ops.device()),
       lr_(o_.lr, setup.spec.optimizer_steps()),
-      versions_(ops, master_, setup.plans.at(static_cast<size_t>(stage)),
+      versions_(ops, state_.master, setup.plans.at(static_cast<size_t>(stage)),
                 o_.delay_fix.parsed() == DelayFixKind::taylor),
       data_(open_train_data(o_)),
       train_reader_(o_),
@@ -194,8 +191,8 @@ void StageRunner::forward(const Action& a) {
     InFlight& f = in_flight_[a.microbatch];
     f.batch = own_copy(train_reader_.next(*data_->train, ops_.device()));
     Tensor x = first_ ? Tensor{} : take(activations_in_, a.microbatch, "the input activation");
-    LayerContext ctx{ops_, versions_.at(a.version), &grads_, f.batch};
-    Tensor y = stage_forward(model_, ctx, x, &f.stashes);
+    LayerContext ctx{ops_, versions_.at(a.version), &state_.grads, f.batch};
+    Tensor y = stage_forward(state_.model, ctx, x, &f.stashes);
     versions_.release(a.version);
     for (const Stash& st : f.stashes) f.stash_bytes += st.bytes();
     live_stash_bytes_ += f.stash_bytes;
@@ -222,8 +219,8 @@ void StageRunner::backward(const Action& a) {
     if (node.empty()) throw std::logic_error(fmt::format("backward of microbatch {} before its forward", a.microbatch));
     InFlight& f = node.mapped();
     Tensor dy = last_ ? loss_gradient() : take(gradients_in_, a.microbatch, "the output gradient");
-    LayerContext ctx{ops_, versions_.at(a.version), &grads_, f.batch};
-    Tensor dx = stage_backward(model_, ctx, dy, f.stashes);
+    LayerContext ctx{ops_, versions_.at(a.version), &state_.grads, f.batch};
+    Tensor dx = stage_backward(state_.model, ctx, dy, f.stashes);
     versions_.release(a.version);
     live_stash_bytes_ -= f.stash_bytes;
     ++accumulated_;
@@ -246,8 +243,8 @@ void StageRunner::begin_step(const Action& a) {
     if (accumulated_ != n)
         throw std::logic_error(fmt::format("optimizer step {} after {} backwards, not {}", a.step, accumulated_, n));
     if (n > 1)
-        for (Tensor& g : grads_.tensors) ops_.scale_inplace(g, 1.0f / static_cast<float>(n));
-    step_sums_ = param_sum_squares(ops_, grads_);
+        for (Tensor& g : state_.grads.tensors) ops_.scale_inplace(g, 1.0f / static_cast<float>(n));
+    step_sums_ = param_sum_squares(ops_, state_.grads);
     if (o_.clip_scope == "global")
         transport_.start_allgather({Channel::clip_sums, a.step}, step_sums_, setup_.param_tensor_counts());
     step_begun_ = true;
@@ -263,20 +260,20 @@ std::optional<double> StageRunner::clip_norm(const Action& a) {
 }
 
 void StageRunner::finish_step(const Action& a, double norm) {
-    clip_grads_to_norm(ops_, grads_, norm, o_.clip_grad);
+    clip_grads_to_norm(ops_, state_.grads, norm, o_.clip_grad);
     const double lr = lr_.lr_at(a.step);
     // Taylor's compensation reads the stale version the gradient came from; it is let go before the update so
     // that the stage never holds more versions than its schedule needs.
     const std::optional<int64_t> stale = versions_.stale_version_of_step(a.step);
     if (stale) {
-        optimizer_.compensate(ops_, model_.layout(), master_, grads_, &versions_.at(*stale));
+        state_.optimizer.compensate(ops_, state_.model.layout(), state_.master, state_.grads, &versions_.at(*stale));
         versions_.release(*stale);
     }
     versions_.before_update();
-    optimizer_.update(ops_, model_.layout(), master_, grads_, static_cast<float>(lr),
+    state_.optimizer.update(ops_, state_.model.layout(), state_.master, state_.grads, static_cast<float>(lr),
                       !setup_.spec.is_synchronous_step(a.step));
     versions_.after_update(a.version);
-    grads_.zero();
+    state_.grads.zero();
     accumulated_ = 0;
     step_begun_ = false;
     reported_sums_ = std::move(step_sums_);
@@ -301,7 +298,7 @@ bool StageRunner::evaluate(const StageTask& task) {
     }
     const Microbatch batch = val_reader_.next(*data_->val, ops_.device());
     LayerContext ctx{ops_, versions_.newest(), nullptr, batch};
-    Tensor y = stage_forward(model_, ctx, x, nullptr);
+    Tensor y = stage_forward(state_.model, ctx, x, nullptr);
     if (last_)
         val_loss_sum_ += y.f32()[0];
     else
@@ -333,8 +330,8 @@ void StageRunner::report(const StageTask& task) {
 // To stage 0: the master weights, the optimizer state (both hashed there, pipeline/state_hash.h), the final
 // values and, with --trace, the timed records.
 void StageRunner::finish() {
-    for (int i = 0; i < master_.size(); ++i) transport_.send(0, {Channel::final_weights, i}, master_[i]);
-    const std::vector<Tensor> state = optimizer_.state_in_order();
+    for (int i = 0; i < state_.master.size(); ++i) transport_.send(0, {Channel::final_weights, i}, state_.master[i]);
+    const std::vector<Tensor> state = state_.optimizer.state_in_order();
     for (size_t i = 0; i < state.size(); ++i)
         transport_.send(0, {Channel::final_optimizer, static_cast<int64_t>(i)}, state[i]);
     StageFinal f;

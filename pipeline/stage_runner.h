@@ -34,10 +34,10 @@
 #include <vector>
 
 #include "model/stage_model.h"
-#include "optim/stage_optimizer.h"
 #include "optim/lr_schedule.h"
 #include "pipeline/pipeline_setup.h"
 #include "pipeline/stage_clock.h"
+#include "pipeline/stage_state.h"
 #include "pipeline/stage_tasks.h"
 #include "pipeline/transport.h"
 #include "pipeline/weight_versions.h"
@@ -66,7 +66,6 @@ public:
     int stage() const { return stage_; }
     int64_t train_windows() const { return data_->train->num_windows(); }
     int peak_versions() const { return versions_.peak_held(); }
-    const TensorSet& master_weights() const { return master_; }
 
     static constexpr size_t kLookahead = 16;
 
@@ -105,10 +104,7 @@ private:
     Transport& transport_;
     Ops& ops_;
 
-    StageModel model_;
-    TensorSet master_;  // f32, the newest weights
-    TensorSet grads_;   // the sum over the current step's microbatches
-    StageOptimizer optimizer_;
+    StageState state_;  // the slice of the model, master weights, gradient sum, optimizer state
     LrSchedule lr_;
     WeightVersions versions_;
     std::unique_ptr<TrainData> data_;

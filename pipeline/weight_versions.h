@@ -39,7 +39,6 @@ public:
     // not held: the plan asks for a version that does not exist yet or was dropped.
     const TensorSet& at(int64_t version) const;
     const TensorSet& newest() const { return compute_; }
-    int64_t newest_version() const { return newest_; }
 
     // One forward or backward of `version` is done: a snapshot whose uses are over is dropped.
     void release(int64_t version);

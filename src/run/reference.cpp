@@ -16,6 +16,7 @@
 #include "optim/stage_optimizer.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
+#include "pipeline/stage_state.h"
 #include "pipeline/state_hash.h"
 #include "pipeline/weight_history.h"
 #include "src/plan/train_data.h"
@@ -79,20 +80,8 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 // ---- the stages ----
 
-// One pipeline stage: its slice of the model, its f32 master weights (the newest version), the running sum of
-// its gradients and its optimizer state. The versions it computes with live in the WeightHistory.
-struct Stage {
-    StageModel model;
-    TensorSet master;
-    TensorSet grads;
-    StageOptimizer optimizer;
-
-    Stage(const TrainOptions& o, const StageSpec& spec, Device device)
-        : model(o.model, spec),
-          master(model.init_weights(o.seed).to(device)),  // per parameter name: the same values for any cut
-          grads(TensorSet::zeros(model.layout(), DType::f32, device)),
-          optimizer(o.optimizer, o.delay_fix, model.layout(), o.lr.lr, device) {}
-};
+// One pipeline stage (pipeline/stage_state.h). The versions it computes with live in the WeightHistory.
+using Stage = StageState;
 
 std::vector<std::unique_ptr<Stage>> make_stages(const TrainOptions& o, Device device) {
     std::vector<std::unique_ptr<Stage>> stages;

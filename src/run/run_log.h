@@ -60,8 +60,8 @@ private:
 // sha256 HEX" (pipeline runs and the oracle: pipeline/state_hash.h).
 struct FinalLines {
     TrainSummary run;
-    std::optional<std::vector<int64_t>> peak_versions;
-    std::optional<std::string> optimizer_sha256;
+    std::optional<std::vector<int64_t>> peak_versions = std::nullopt;
+    std::optional<std::string> optimizer_sha256 = std::nullopt;
 };
 void print_final_lines(std::FILE* out, const FinalLines& lines);
 

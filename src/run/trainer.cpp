@@ -10,9 +10,9 @@
 #include "src/run/run_log.h"
 #include "src/core/error.h"
 #include "model/model_step.h"
-#include "optim/stage_optimizer.h"
 #include "optim/grad_clip.h"
 #include "pipeline/schedule.h"
+#include "pipeline/stage_state.h"
 #include "src/plan/train_data.h"
 #include "model/weights_hash.h"
 
@@ -50,11 +50,11 @@ TrainSummary run_training(const TrainOptions& o, std::FILE* log) {
     std::unique_ptr<Ops> backend = make_ops(o.device);
     Ops& ops = *backend;
     const Device device = ops.device();
-    StageModel model(o.model, whole_model_spec(o.model));
-    TensorSet weights = model.init_weights(o.seed).to(device);  // f32 master weights
+    StageState stage(o, whole_model_spec(o.model), device);  // one stage: the whole model
+    const StageModel& model = stage.model;
+    TensorSet& weights = stage.master;
+    TensorSet& grads = stage.grads;
     TensorSet compute_weights = make_compute_weights(ops, weights);
-    TensorSet grads = TensorSet::zeros(model.layout(), DType::f32, device);
-    StageOptimizer optimizer(o.optimizer, o.delay_fix, model.layout(), o.lr.lr, device);
     LrSchedule schedule(o.lr, o.train_iters);
     MicrobatchReader reader(o);
 
@@ -73,7 +73,7 @@ TrainSummary run_training(const TrainOptions& o, std::FILE* log) {
             for (auto& g : grads.tensors) ops.scale_inplace(g, 1.0f / static_cast<float>(o.num_microbatches));
         const double grad_norm = clip_grad_norm(ops, grads, o.clip_grad);
         const double lr = schedule.lr_at(step);
-        optimizer.step(ops, model.layout(), weights, grads, static_cast<float>(lr));
+        stage.optimizer.step(ops, model.layout(), weights, grads, static_cast<float>(lr));
         refresh_compute_weights(ops, weights, compute_weights);
         const double step_seconds = seconds_since(t0);
         const double tokens_per_s = static_cast<double>(o.tokens_per_iter()) / step_seconds;
