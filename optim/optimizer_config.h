@@ -1,7 +1,7 @@
 // OptimizerConfig: which optimizer a stage runs (--optimizer) and its hyperparameters, as the command line gave
-// them. A value left unset means the optimizer's published default (the table in optim/make_optimizer.cpp,
+// them. A value left unset means the optimizer's published default (its row in optim/optimizer_registry.cpp,
 // each taken from the authors' reference implementation); a flag that the chosen optimizer does not read is a
-// usage error rather than silently ignored.
+// usage error rather than silently ignored. The flags, their ranges and who reads them: optim/optimizer_registry.h.
 //
 // Two groups of flags:
 //   the optimizer's own       --beta1 --beta2 --beta3 --eps --weight-decay --momentum --nesterov --ns-steps
@@ -14,8 +14,6 @@
 
 #include <optional>
 #include <string>
-#include <string_view>
-#include <vector>
 
 namespace nb {
 
@@ -35,13 +33,11 @@ struct OptimizerConfig {
     std::optional<float> adam_lr;                  // --adam-lr (muon, mars): peak lr of the auxiliary AdamW
     std::optional<float> adam_beta1, adam_beta2, adam_eps, adam_weight_decay;
 
-    // nb::UsageError (one line naming the flag): an unknown --optimizer, a value out of range (betas in [0, 1),
-    // eps > 0, weight decay >= 0, ns-steps and precondition-frequency >= 1, lr > 0), or a flag that the chosen
-    // optimizer does not read.
+    // nb::UsageError (one line naming the flag): an unknown --optimizer, a flag that the chosen optimizer does
+    // not read (the first in optimizer_flags() order), or a value out of its flag's range (betas in [0, 1), eps
+    // > 0, weight decay >= 0, ns-steps and precondition-frequency >= 1; the first in the order the optimizer's
+    // row reads them). Defined in optim/optimizer_registry.cpp.
     void validate() const;
 };
-
-// "adamw", "muon", "lion", "adan", "mars", "soap".
-const std::vector<std::string_view>& optimizer_names();
 
 }  // namespace nb

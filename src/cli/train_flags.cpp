@@ -1,7 +1,12 @@
 #include "src/cli/train_flags.h"
 
+#include <string>
+#include <type_traits>
+#include <variant>
+
 #include <fmt/format.h>
 
+#include "optim/optimizer_registry.h"
 #include "src/core/error.h"
 #include "src/run/backend.h"
 
@@ -16,41 +21,19 @@ std::string default_clip_scope(const std::string& schedule) {
     return schedule == "2bw" || schedule == "pipedream" ? "stage" : "global";
 }
 
-// A flag whose value, when given, lands in an optional (unset: the optimizer's published default).
-template <typename T>
-void add_optional(CLI::App& sub, const char* name, std::optional<T>& into, const char* help) {
-    sub.add_option_function<T>(name, [&into](const T& value) { into = value; }, help);
-}
-
-void add_optimizer_flags(CLI::App& sub, TrainOptions& o) {
-    OptimizerConfig& c = o.optimizer;
-    sub.add_option("--optimizer", c.name, "adamw, muon, lion, adan, mars or soap")->capture_default_str();
-    add_optional(sub, "--beta1", c.beta1, "The optimizer's beta1 (default: its published one)");
-    add_optional(sub, "--beta2", c.beta2, "The optimizer's beta2");
-    add_optional(sub, "--beta3", c.beta3, "adan: beta3");
-    add_optional(sub, "--eps", c.eps, "The optimizer's epsilon");
-    add_optional(sub, "--weight-decay", c.weight_decay, "Decoupled weight decay (never on norm gains)");
-    add_optional(sub, "--momentum", c.momentum, "muon: momentum (0.95)");
-    add_optional(sub, "--nesterov", c.nesterov, "muon: Nesterov momentum (true)");
-    add_optional(sub, "--ns-steps", c.ns_steps, "muon: Newton-Schulz iterations (5)");
-    add_optional(sub, "--gamma", c.gamma, "mars: variance-reduction scale (0.025)");
-    add_optional(sub, "--precondition-frequency", c.precondition_frequency, "soap: eigenbasis refresh interval (10)");
-    add_optional(sub, "--shampoo-beta", c.shampoo_beta, "soap: preconditioner EMA (default: beta2)");
-    add_optional(sub, "--adam-lr", c.adam_lr,
-                 "muon, mars: peak lr of the AdamW for the parameters they leave out (muon 3e-4, mars 3e-3)");
-    add_optional(sub, "--adam-beta1", c.adam_beta1, "muon, mars: that AdamW's beta1");
-    add_optional(sub, "--adam-beta2", c.adam_beta2, "muon, mars: that AdamW's beta2");
-    add_optional(sub, "--adam-eps", c.adam_eps, "muon: that AdamW's epsilon (1e-10)");
-    add_optional(sub, "--adam-weight-decay", c.adam_weight_decay, "muon, mars: that AdamW's weight decay");
-    sub.add_option("--delay-fix", o.delay_fix.kind,
-                   "none, ef (update-level error feedback) or taylor (DC-ASGD); 2bw only")
-        ->capture_default_str();
-    sub.add_option("--taylor-lambda", o.delay_fix.taylor_lambda, "taylor: lambda of g + lambda g*g*(W - W_stale)")
-        ->capture_default_str();
-    sub.add_option("--sync-start", o.sync_start, "2bw/pipedream: run the first K optimizer steps synchronously")
-        ->capture_default_str();
-    sub.add_option("--sync-cooldown", o.sync_cooldown, "2bw/pipedream: run the last K optimizer steps synchronously")
-        ->capture_default_str();
+// --optimizer and every optimizer hyperparameter, from the registry. A flag's value, when given, lands in its
+// optional (unset: the optimizer's published default; validated when the optimizer is built).
+void add_optimizer_flags(CLI::App& sub, OptimizerConfig& c) {
+    sub.add_option("--optimizer", c.name, optimizer_choices())->capture_default_str();
+    for (const OptimizerFlag& flag : optimizer_flags())
+        std::visit(
+            [&](auto field) {
+                using T = typename std::remove_reference_t<decltype(c.*field)>::value_type;
+                sub.add_option_function<T>(
+                    std::string(flag.name), [&c, field](const T& value) { c.*field = value; },
+                    optimizer_flag_help(flag));
+            },
+            flag.field);
 }
 
 }  // namespace
@@ -83,7 +66,16 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--lr-decay-style", o.lr.decay_style, "constant, linear, cosine or wsd")->capture_default_str();
     sub.add_option("--lr-decay-iters", o.lr.decay_iters, "Steps over which to decay (default: all steps)");
     sub.add_option("--lr-wsd-decay-iters", o.lr.wsd_decay_iters, "Final decay steps of WSD (default: 20%)");
-    add_optimizer_flags(sub, o);
+    add_optimizer_flags(sub, o.optimizer);
+    sub.add_option("--delay-fix", o.delay_fix.kind,
+                   "none, ef (update-level error feedback) or taylor (DC-ASGD); 2bw only")
+        ->capture_default_str();
+    sub.add_option("--taylor-lambda", o.delay_fix.taylor_lambda, "taylor: lambda of g + lambda g*g*(W - W_stale)")
+        ->capture_default_str();
+    sub.add_option("--sync-start", o.sync_start, "2bw/pipedream: run the first K optimizer steps synchronously")
+        ->capture_default_str();
+    sub.add_option("--sync-cooldown", o.sync_cooldown, "2bw/pipedream: run the last K optimizer steps synchronously")
+        ->capture_default_str();
     sub.add_option("--clip-grad", o.clip_grad, "Gradient-norm clipping (0: off)")->capture_default_str();
     sub.add_option("--clip-scope", f.clip_scope,
                    "global (norm over all stages) or stage (each stage its own norm); default: global for "

@@ -32,12 +32,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include <fmt/format.h>
@@ -49,6 +50,7 @@
 #include "optim/make_optimizer.h"
 #include "optim/optimizer.h"
 #include "optim/optimizer_config.h"
+#include "optim/optimizer_registry.h"
 #include "optim/soap.h"
 
 #include "tests/oracle/dump_files.h"
@@ -122,20 +124,25 @@ int parse_int(const std::string& flag, const std::string& v) {
     return static_cast<int>(x);
 }
 
+// An optimizer hyperparameter (optim/optimizer_registry.h), read as its field's type.
+OptimizerFlagValue parse_flag_value(const OptimizerFlag& f, const std::string& flag, const std::string& v) {
+    return std::visit(
+        [&](auto field) -> OptimizerFlagValue {
+            using T = typename std::remove_reference_t<decltype(OptimizerConfig{}.*field)>::value_type;
+            if constexpr (std::is_same_v<T, bool>) {
+                if (v != "true" && v != "false") usage(flag + ": true or false");
+                return v == "true";
+            } else if constexpr (std::is_same_v<T, int>) {
+                return parse_int(flag, v);
+            } else {
+                return parse_float(flag, v);
+            }
+        },
+        f.field);
+}
+
 Args parse_args(int argc, char** argv) {
     Args a;
-    std::map<std::string, std::optional<float>*> floats = {
-        {"--beta1", &a.opt.beta1},         {"--beta2", &a.opt.beta2},
-        {"--beta3", &a.opt.beta3},         {"--eps", &a.opt.eps},
-        {"--weight-decay", &a.opt.weight_decay},
-        {"--momentum", &a.opt.momentum},   {"--gamma", &a.opt.gamma},
-        {"--shampoo-beta", &a.opt.shampoo_beta},
-        {"--adam-lr", &a.opt.adam_lr},     {"--adam-beta1", &a.opt.adam_beta1},
-        {"--adam-beta2", &a.opt.adam_beta2}, {"--adam-eps", &a.opt.adam_eps},
-        {"--adam-weight-decay", &a.opt.adam_weight_decay},
-    };
-    std::map<std::string, std::optional<int>*> ints = {
-        {"--ns-steps", &a.opt.ns_steps}, {"--precondition-frequency", &a.opt.precondition_frequency}};
     for (int i = 1; i < argc; ++i) {
         const std::string flag = argv[i];
         if (i + 1 >= argc) usage(flag + " needs a value");
@@ -150,11 +157,8 @@ Args parse_args(int argc, char** argv) {
         else if (flag == "--delay-fix") a.delay_fix.kind = v;
         else if (flag == "--taylor-lambda") a.delay_fix.taylor_lambda = parse_float(flag, v);
         else if (flag == "--sync-steps") a.sync_steps = parse_int(flag, v);
-        else if (flag == "--nesterov") {
-            if (v != "true" && v != "false") usage("--nesterov: true or false");
-            a.opt.nesterov = v == "true";
-        } else if (auto f = floats.find(flag); f != floats.end()) *f->second = parse_float(flag, v);
-        else if (auto n = ints.find(flag); n != ints.end()) *n->second = parse_int(flag, v);
+        else if (const OptimizerFlag* f = find_optimizer_flag(flag))
+            set_flag_value(a.opt, *f, parse_flag_value(*f, flag, v));
         else usage("unknown flag " + flag);
     }
     if (a.workdir.empty()) usage("--workdir is required");
