@@ -9,21 +9,29 @@
 
 namespace nb {
 
-DelayFixKind DelayFixConfig::parsed() const {
-    if (kind == "none") return DelayFixKind::none;
-    if (kind == "ef") return DelayFixKind::ef;
-    if (kind == "taylor") return DelayFixKind::taylor;
-    throw UsageError(fmt::format("unknown --delay-fix '{}' (valid: none, ef, taylor)", kind));
+DelayFixKind parse_delay_fix_kind(std::string_view name) {
+    if (name == "none") return DelayFixKind::none;
+    if (name == "ef") return DelayFixKind::ef;
+    if (name == "taylor") return DelayFixKind::taylor;
+    throw UsageError(fmt::format("unknown --delay-fix '{}' (valid: none, ef, taylor)", name));
+}
+
+std::string_view delay_fix_kind_name(DelayFixKind kind) {
+    switch (kind) {
+        case DelayFixKind::none: return "none";
+        case DelayFixKind::ef: return "ef";
+        case DelayFixKind::taylor: return "taylor";
+    }
+    return "?";
 }
 
 void DelayFixConfig::validate() const {
-    parsed();
     if (!(std::isfinite(taylor_lambda) && taylor_lambda >= 0.0f))
         throw UsageError(fmt::format("--taylor-lambda {} must be >= 0", taylor_lambda));
 }
 
 DelayFix::DelayFix(const DelayFixConfig& config, const ParamLayout& layout, Device device)
-    : kind_(config.parsed()), taylor_lambda_(config.taylor_lambda) {
+    : kind_(config.kind), taylor_lambda_(config.taylor_lambda) {
     config.validate();
     for (const ParamInfo& p : layout.params()) names_.push_back(p.name);
     if (kind_ == DelayFixKind::ef) previous_update_ = TensorSet::zeros(layout, DType::f32, device);

@@ -29,13 +29,15 @@
 namespace nb {
 
 enum class DelayFixKind { none, ef, taylor };
+// "none", "ef", "taylor"; anything else: nb::UsageError naming --delay-fix and the valid names.
+DelayFixKind parse_delay_fix_kind(std::string_view name);
+std::string_view delay_fix_kind_name(DelayFixKind kind);
 
 struct DelayFixConfig {
-    std::string kind = "none";   // --delay-fix none | ef | taylor
-    float taylor_lambda = 0.04f;  // --taylor-lambda (DC-ASGD's lambda)
+    DelayFixKind kind = DelayFixKind::none;  // --delay-fix
+    float taylor_lambda = 0.04f;             // --taylor-lambda (DC-ASGD's lambda)
 
-    DelayFixKind parsed() const;  // nb::UsageError naming --delay-fix and the valid names
-    // nb::UsageError: an unknown kind; --taylor-lambda negative or not finite.
+    // nb::UsageError: --taylor-lambda negative or not finite.
     void validate() const;
 };
 

@@ -10,10 +10,12 @@
 
 namespace nb {
 
-static constexpr const char* kStyles = "constant, linear, cosine, wsd";
-
-static bool known_style(const std::string& s) {
-    return s == "constant" || s == "linear" || s == "cosine" || s == "wsd";
+LrDecayStyle parse_lr_decay_style(std::string_view name) {
+    if (name == "constant") return LrDecayStyle::constant;
+    if (name == "linear") return LrDecayStyle::linear;
+    if (name == "cosine") return LrDecayStyle::cosine;
+    if (name == "wsd") return LrDecayStyle::wsd;
+    throw UsageError(fmt::format("--lr-decay-style '{}' is not one of: constant, linear, cosine, wsd", name));
 }
 
 // The -1 defaults: decay over the whole run; WSD anneals over the last 20% of the decay window.
@@ -25,8 +27,6 @@ static int64_t resolve_wsd_decay_iters(const LrScheduleConfig& cfg, int64_t deca
 }
 
 void LrScheduleConfig::validate(int64_t train_iters) const {
-    if (!known_style(decay_style))
-        throw UsageError(fmt::format("--lr-decay-style '{}' is not one of: {}", decay_style, kStyles));
     if (!(std::isfinite(lr) && lr > 0.0)) throw UsageError(fmt::format("--lr {} must be a finite number > 0", lr));
     if (!(std::isfinite(min_lr) && min_lr >= 0.0 && min_lr <= lr))
         throw UsageError(fmt::format("--min-lr {} must be in [0, --lr {}]", min_lr, lr));
@@ -43,7 +43,7 @@ void LrScheduleConfig::validate(int64_t train_iters) const {
         throw UsageError(fmt::format("--lr-warmup-iters {} must be < the decay iterations ({}{})", warmup_iters, decay,
                                      decay_iters == -1 ? ", from --train-iters" : ", --lr-decay-iters"));
 
-    if (decay_style == "wsd") {
+    if (decay_style == LrDecayStyle::wsd) {
         if (wsd_decay_iters < -1)
             throw UsageError(fmt::format("--lr-wsd-decay-iters {} must be >= 0 (or -1 for 20% of the decay "
                                          "iterations)", wsd_decay_iters));
@@ -72,10 +72,10 @@ double LrSchedule::lr_at(int64_t step) const {
     const int64_t warmup = cfg_.warmup_iters, decay = cfg_.decay_iters;
 
     if (step < warmup) return lr * static_cast<double>(step + 1) / static_cast<double>(warmup);
-    if (cfg_.decay_style == "constant") return lr;
+    if (cfg_.decay_style == LrDecayStyle::constant) return lr;
     if (step >= decay) return min_lr;
 
-    if (cfg_.decay_style == "wsd") {
+    if (cfg_.decay_style == LrDecayStyle::wsd) {
         // Stable at lr, then a linear anneal to min_lr over the last wsd_decay_iters before decay_iters.
         // Megatron also offers cosine, exponential and 1-sqrt anneal shapes (--lr-wsd-decay-style); we chose linear.
         const int64_t anneal_start = decay - cfg_.wsd_decay_iters;
@@ -85,7 +85,7 @@ double LrSchedule::lr_at(int64_t step) const {
     }
 
     const double p = clamp01(static_cast<double>(step - warmup) / static_cast<double>(decay - warmup));
-    if (cfg_.decay_style == "linear") return min_lr + (lr - min_lr) * linear_factor(p);
+    if (cfg_.decay_style == LrDecayStyle::linear) return min_lr + (lr - min_lr) * linear_factor(p);
     return min_lr + (lr - min_lr) * cosine_factor(p);  // cosine
 }
 

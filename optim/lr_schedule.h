@@ -10,12 +10,16 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
+#include <string_view>
 
 namespace nb {
 
+enum class LrDecayStyle { constant, linear, cosine, wsd };
+// "constant", "linear", "cosine", "wsd"; anything else: nb::UsageError naming --lr-decay-style and the names.
+LrDecayStyle parse_lr_decay_style(std::string_view name);
+
 struct LrScheduleConfig {
-    std::string decay_style = "cosine";  // --lr-decay-style: constant | linear | cosine | wsd
+    LrDecayStyle decay_style = LrDecayStyle::cosine;  // --lr-decay-style
     double lr = 0.0;                     // --lr: peak learning rate (required: 0 is rejected)
     double min_lr = 0.0;                 // --min-lr: floor reached at decay_iters
     int64_t warmup_iters = 0;            // --lr-warmup-iters

@@ -8,6 +8,7 @@
 
 #include "model/stage_model.h"
 #include "pipeline/schedule.h"
+#include "src/plan/run_plan.h"
 #include "src/plan/train_options.h"
 
 namespace nb {
@@ -31,12 +32,9 @@ struct PipelineSetup {
     int64_t rows() const { return options.micro_batch_size * options.seq_length; }
 };
 
-// The setup of a pipeline run, or a UsageError (one line naming the flag) for what it cannot run: the options
-// themselves (TrainOptions::validate, with the learning-rate schedule checked against optimizer steps, which
-// pipedream makes m per iteration), an unknown --schedule, more stages than layers, 2bw with
-// --num-microbatches < --stages, a --clip-scope that does not fit the schedule (global for gpipe and 1f1b,
-// stage for 2bw and pipedream: DESIGN section 2), and tied embeddings cut into more than one stage.
-PipelineSetup make_pipeline_setup(const TrainOptions& options);
+// The setup of a run its plan has validated (src/plan/run_plan.h): the plan's schedule, cut and options, each
+// stage's action list (build_schedule) and parameter layout.
+PipelineSetup make_pipeline_setup(const RunPlan& plan);
 
 // Under mpirun each rank is one stage: UsageError unless --stages equals the number of ranks.
 void check_stages_match_ranks(const TrainOptions& options, int world_size);
@@ -44,6 +42,6 @@ void check_stages_match_ranks(const TrainOptions& options, int world_size);
 // `train` runs the pipeline executor for more than one stage, an asynchronous schedule, under mpirun, with
 // --trace, or with the test-only fault injection; a synchronous schedule on one stage in one process stays the
 // plain loop of src/run/trainer.cpp (the executor on one stage ends with the same bits).
-bool needs_pipeline(const TrainOptions& options, int world_size);
+bool needs_pipeline(const RunPlan& plan, int world_size);
 
 }  // namespace nb

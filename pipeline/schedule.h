@@ -49,15 +49,9 @@
 #include <string_view>
 #include <vector>
 
+#include "src/plan/schedule_spec.h"
+
 namespace nb {
-
-enum class ScheduleKind { gpipe, one_f_one_b, two_bw, pipedream };
-
-// "gpipe", "1f1b", "2bw", "pipedream". Anything else: nb::UsageError naming --schedule and the valid names.
-ScheduleKind parse_schedule_kind(std::string_view name);
-std::string_view schedule_kind_name(ScheduleKind kind);
-// 2bw and pipedream: steps outside --sync-start / --sync-cooldown run without flushes on stale weights.
-bool is_asynchronous(ScheduleKind kind);
 
 enum class ActionType {
     forward,
@@ -82,27 +76,6 @@ struct Action {
 };
 // Short human form: "F3 (step 0, W0)", "recv_activation mb 3 from stage 1", "optimizer_step 0 -> W1".
 std::string describe(const Action& action);
-
-struct ScheduleSpec {
-    ScheduleKind kind = ScheduleKind::one_f_one_b;
-    int stages = 1;             // p
-    int64_t microbatches = 1;   // m, per iteration
-    int64_t steps = 1;          // T iterations
-    int64_t sync_start = 0;     // the first K optimizer steps run as 1f1b (2bw, pipedream)
-    int64_t sync_cooldown = 0;  // the last K optimizer steps run as 1f1b (2bw, pipedream)
-
-    // nb::UsageError naming the flag: p, m, T >= 1; 2bw needs m >= p; 0 <= sync_start, sync_cooldown and
-    // sync_start + sync_cooldown <= optimizer_steps().
-    void validate() const;
-
-    int64_t total_microbatches() const { return steps * microbatches; }
-    int64_t microbatches_per_step() const { return kind == ScheduleKind::pipedream ? 1 : microbatches; }
-    int64_t optimizer_steps() const { return total_microbatches() / microbatches_per_step(); }
-    int64_t step_of(int64_t microbatch) const { return microbatch / microbatches_per_step(); }
-    // True for the steps that run as 1f1b with a flush: every step of gpipe/1f1b, and the --sync-start /
-    // --sync-cooldown steps of 2bw/pipedream.
-    bool is_synchronous_step(int64_t step) const;
-};
 
 // The weight version microbatch `microbatch` uses on `stage`, for its forward and its backward (table above).
 int64_t weight_version(const ScheduleSpec& spec, int stage, int64_t microbatch);

@@ -43,7 +43,7 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
       state_(o_, setup.cut[static_cast<size_t>(stage)], ops.device()),
       lr_(o_.lr, setup.spec.optimizer_steps()),
       versions_(ops, state_.master, setup.plans.at(static_cast<size_t>(stage)),
-                o_.delay_fix.parsed() == DelayFixKind::taylor),
+                o_.delay_fix.kind == DelayFixKind::taylor),
       data_(open_train_data(o_)),
       train_reader_(o_),
       val_reader_(o_),
@@ -245,7 +245,7 @@ void StageRunner::begin_step(const Action& a) {
     if (n > 1)
         for (Tensor& g : state_.grads.tensors) ops_.scale_inplace(g, 1.0f / static_cast<float>(n));
     step_sums_ = param_sum_squares(ops_, state_.grads);
-    if (o_.clip_scope == "global")
+    if (o_.clip_scope == ClipScope::global)
         transport_.start_allgather({Channel::clip_sums, a.step}, step_sums_, setup_.param_tensor_counts());
     step_begun_ = true;
 }
@@ -253,7 +253,7 @@ void StageRunner::begin_step(const Action& a) {
 // --clip-scope global: the norm over every stage, from all of their per-parameter sums in canonical order
 // (the same bits on every stage, and the bits of the unsplit model); stage: this stage's own norm.
 std::optional<double> StageRunner::clip_norm(const Action& a) {
-    if (o_.clip_scope != "global") return std::sqrt(total_sum_squares({step_sums_}));
+    if (o_.clip_scope != ClipScope::global) return std::sqrt(total_sum_squares({step_sums_}));
     std::optional<std::vector<std::vector<double>>> all = transport_.try_take_allgather({Channel::clip_sums, a.step});
     if (!all) return std::nullopt;
     return std::sqrt(total_sum_squares(*all));

@@ -52,7 +52,7 @@ struct BenchSchedulesFlags {
 };
 
 struct ScheduleResult {
-    std::string schedule;
+    ScheduleKind schedule;
     int64_t micro_batch_size = 0, num_microbatches = 0;
     double tokens_per_s = 0, bubble = 0, ms_per_iter = 0, final_loss = 0;
     std::vector<double> act_mib;  // per stage
@@ -92,8 +92,8 @@ private:
     std::string path_;
 };
 
-TrainOptions options_for(const BenchSchedulesFlags& f, const std::string& schedule, const std::string& data,
-                         int stages) {
+// The plan of one schedule's run (UsageError naming the flag for a bad one).
+RunPlan plan_for(const BenchSchedulesFlags& f, ScheduleKind schedule, const std::string& data, int stages) {
     TrainOptions o;
     o.model = resolve_model(f.model);
     o.data_path = data;
@@ -101,26 +101,25 @@ TrainOptions options_for(const BenchSchedulesFlags& f, const std::string& schedu
     o.seq_length = f.seq_length;
     o.train_iters = f.iters;
     o.lr.lr = f.lr;
-    o.lr.decay_style = "constant";
+    o.lr.decay_style = LrDecayStyle::constant;
     o.seed = f.seed;
     o.log_interval = f.iters;  // one progress line, to the log nobody reads
     o.schedule = schedule;
     o.stages = stages;
-    o.clip_scope = schedule == "2bw" || schedule == "pipedream" ? "stage" : "global";  // DESIGN section 2
+    o.clip_scope = clip_scope_of(schedule);
     o.micro_batch_size = f.micro_batch_size;
     o.num_microbatches = f.num_microbatches;
-    if (schedule == "pipedream") {  // one microbatch per step, as large as the others' whole step
+    if (schedule == ScheduleKind::pipedream) {  // one microbatch per step, as large as the others' whole step
         o.micro_batch_size = f.micro_batch_size * f.num_microbatches;
         o.num_microbatches = 1;
     }
-    return o;
+    return make_run_plan(o);
 }
 
 // The timed iterations' figures from stage 0's summary.
-ScheduleResult result_of(const std::string& schedule, const TrainOptions& o, const PipelineSummary& s,
-                         int64_t warmup) {
+ScheduleResult result_of(const TrainOptions& o, const PipelineSummary& s, int64_t warmup) {
     ScheduleResult r;
-    r.schedule = schedule;
+    r.schedule = o.schedule;
     r.micro_batch_size = o.micro_batch_size;
     r.num_microbatches = o.num_microbatches;
     double seconds = 0, busy = 0, wall = 0;
@@ -144,9 +143,9 @@ std::string act_list(const std::vector<double>& act, const char* sep) {
     return fmt::format("{}", fmt::join(parts, sep));
 }
 
-const ScheduleResult* find(const std::vector<ScheduleResult>& results, const std::string& name) {
+const ScheduleResult* find(const std::vector<ScheduleResult>& results, ScheduleKind schedule) {
     for (const auto& r : results)
-        if (r.schedule == name) return &r;
+        if (r.schedule == schedule) return &r;
     return nullptr;
 }
 
@@ -170,10 +169,10 @@ Report make_report(const BenchSchedulesFlags& f, const std::vector<ScheduleResul
     t += fmt::format("{:<10} {:>14} {:>10} {:>9} {:>9}  {:<22} {:>10}\n", "schedule", "m x B", "tokens/s",
                      "ms/iter", "bubble", "peak act MiB per stage", "final loss");
     for (const auto& r : results)
-        t += fmt::format("{:<10} {:>14} {:>10.0f} {:>9.1f} {:>8.1f}%  {:<22} {:>10.4f}\n", r.schedule,
+        t += fmt::format("{:<10} {:>14} {:>10.0f} {:>9.1f} {:>8.1f}%  {:<22} {:>10.4f}\n", schedule_kind_name(r.schedule),
                          fmt::format("{} x {}", r.num_microbatches, r.micro_batch_size), r.tokens_per_s,
                          r.ms_per_iter, 100 * r.bubble, act_list(r.act_mib, " "), r.final_loss);
-    const ScheduleResult *two_bw = find(results, "2bw"), *one_f_one_b = find(results, "1f1b");
+    const ScheduleResult *two_bw = find(results, ScheduleKind::two_bw), *one_f_one_b = find(results, ScheduleKind::one_f_one_b);
     if (two_bw && one_f_one_b) {
         const double ratio = two_bw->tokens_per_s / one_f_one_b->tokens_per_s;
         const double ideal = static_cast<double>(f.num_microbatches + stages - 1) / static_cast<double>(f.num_microbatches);
@@ -197,7 +196,7 @@ void write_outputs(const std::string& prefix, const Report& rep, const std::vect
     for (int s = 0; s < stages; ++s) csv += fmt::format(",act_mib_stage{}", s);
     csv += ",final_loss\n";
     for (const auto& r : results) {
-        csv += fmt::format("{},{},{},{:.1f},{:.3f},{:.2f}", r.schedule, r.num_microbatches, r.micro_batch_size,
+        csv += fmt::format("{},{},{},{:.1f},{:.3f},{:.2f}", schedule_kind_name(r.schedule), r.num_microbatches, r.micro_batch_size,
                            r.tokens_per_s, r.ms_per_iter, 100 * r.bubble);
         for (double a : r.act_mib) csv += fmt::format(",{:.3f}", a);
         csv += fmt::format(",{:.6f}\n", r.final_loss);
@@ -209,7 +208,7 @@ void write_outputs(const std::string& prefix, const Report& rep, const std::vect
     md += "| schedule | microbatches x sequences | tokens/s | ms/iter | bubble | peak act MiB per stage | final loss |\n";
     md += "|---|---|---:|---:|---:|---|---:|\n";
     for (const auto& r : results)
-        md += fmt::format("| {} | {} x {} | {:.0f} | {:.1f} | {:.1f}% | {} | {:.4f} |\n", r.schedule,
+        md += fmt::format("| {} | {} x {} | {:.0f} | {:.1f} | {:.1f}% | {} | {:.4f} |\n", schedule_kind_name(r.schedule),
                           r.num_microbatches, r.micro_batch_size, r.tokens_per_s, r.ms_per_iter, 100 * r.bubble,
                           act_list(r.act_mib, " / "), r.final_loss);
     if (!rep.ratio_line.empty()) md += "\n" + rep.ratio_line + "\n\n" + rep.target_line + "\n";
@@ -232,8 +231,10 @@ int run_bench_schedules(const BenchSchedulesFlags& f) {
     const int world = mpi_world_size();
     const bool over_mpi = world > 1;
     const int stages = over_mpi ? world : f.stages;
-    // Every option is checked before anything runs (the same UsageError on every rank).
-    for (const auto& s : f.schedules) make_pipeline_setup(options_for(f, s, f.data.empty() ? "-" : f.data, stages));
+    // The names parsed and every plan checked before anything runs (the same UsageError on every rank).
+    std::vector<ScheduleKind> schedules;
+    for (const auto& name : f.schedules) schedules.push_back(parse_schedule_kind(name));
+    for (ScheduleKind s : schedules) plan_for(f, s, f.data.empty() ? "-" : f.data, stages);
 
     std::unique_ptr<SyntheticCorpus> corpus;
     if (f.data.empty()) corpus = std::make_unique<SyntheticCorpus>(f.seed);
@@ -242,13 +243,13 @@ int run_bench_schedules(const BenchSchedulesFlags& f) {
     if (!quiet) throw RuntimeError("bench schedules: cannot open /dev/null");
     std::vector<ScheduleResult> results;
     int64_t parameters = 0;
-    for (const auto& s : f.schedules) {
-        const TrainOptions o = options_for(f, s, data, stages);
-        const std::optional<PipelineSummary> summary = run_pipeline_training(o, quiet);
+    for (ScheduleKind s : schedules) {
+        const RunPlan plan = plan_for(f, s, data, stages);
+        const std::optional<PipelineSummary> summary = run_pipeline_training(plan, quiet);
         if (!summary) continue;  // not stage 0
-        results.push_back(result_of(s, o, *summary, f.warmup_iters));
+        results.push_back(result_of(plan.options, *summary, f.warmup_iters));
         if (parameters == 0)
-            for (const ParamLayout& l : make_pipeline_setup(o).layouts) parameters += l.total_numel();
+            for (const ParamLayout& l : make_pipeline_setup(plan).layouts) parameters += l.total_numel();
     }
     std::fclose(quiet);
     if (mpi_world_rank() != 0) return 0;

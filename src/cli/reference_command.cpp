@@ -14,7 +14,7 @@ Command add_reference_command(CLI::App& app) {
     auto flags = std::make_shared<TrainFlags>();
     add_train_flags(*sub, *flags);
     return {sub, [flags] {
-                const reference::ReferenceSummary s = reference::run_reference(resolve_train_flags(*flags), stdout);
+                const reference::ReferenceSummary s = reference::run_reference(make_run_plan(resolve_train_flags(*flags)), stdout);
                 print_final_lines(stdout, {s.run, s.peak_versions, s.optimizer_sha256});
                 return 0;
             }};

@@ -18,11 +18,12 @@ Command add_train_command(CLI::App& app) {
                 TrainOptions o = resolve_train_flags(*flags);
                 const int world = mpi_world_size();
                 if (world > 1 && sub->count("--stages") == 0) o.stages = world;
-                if (!needs_pipeline(o, world)) {
-                    print_final_lines(stdout, {.run = run_training(o, stdout)});
+                const RunPlan plan = make_run_plan(o);  // every rank alike: a bad one is the same UsageError
+                if (!needs_pipeline(plan, world)) {
+                    print_final_lines(stdout, {.run = run_training(plan, stdout)});
                     return 0;
                 }
-                if (std::optional<PipelineSummary> summary = run_pipeline_training(o, stdout)) {
+                if (std::optional<PipelineSummary> summary = run_pipeline_training(plan, stdout)) {
                     // On stage 0 only, as `nobubble reference` prints them.
                     print_final_lines(stdout, {summary->run, summary->peak_versions, summary->optimizer_sha256});
                 }

@@ -14,13 +14,6 @@ namespace nb::cli {
 
 namespace {
 
-// DESIGN section 2: a synchronous schedule clips by the norm over all stages; an asynchronous one (2bw,
-// pipedream) clips each stage by its own norm, since its stages step at different times. An unknown schedule
-// name gets "global" here and is rejected, with the list of names, by whoever runs it.
-std::string default_clip_scope(const std::string& schedule) {
-    return schedule == "2bw" || schedule == "pipedream" ? "stage" : "global";
-}
-
 // --optimizer and every optimizer hyperparameter, from the registry. A flag's value, when given, lands in its
 // optional (unset: the optimizer's published default; validated when the optimizer is built).
 void add_optimizer_flags(CLI::App& sub, OptimizerConfig& c) {
@@ -63,11 +56,11 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
         "Peak learning rate (required)");
     sub.add_option("--min-lr", o.lr.min_lr, "Learning rate at the end of decay")->capture_default_str();
     sub.add_option("--lr-warmup-iters", o.lr.warmup_iters, "Linear warm-up steps")->capture_default_str();
-    sub.add_option("--lr-decay-style", o.lr.decay_style, "constant, linear, cosine or wsd")->capture_default_str();
+    sub.add_option("--lr-decay-style", f.lr_decay_style, "constant, linear, cosine or wsd")->capture_default_str();
     sub.add_option("--lr-decay-iters", o.lr.decay_iters, "Steps over which to decay (default: all steps)");
     sub.add_option("--lr-wsd-decay-iters", o.lr.wsd_decay_iters, "Final decay steps of WSD (default: 20%)");
     add_optimizer_flags(sub, o.optimizer);
-    sub.add_option("--delay-fix", o.delay_fix.kind,
+    sub.add_option("--delay-fix", f.delay_fix,
                    "none, ef (update-level error feedback) or taylor (DC-ASGD); 2bw only")
         ->capture_default_str();
     sub.add_option("--taylor-lambda", o.delay_fix.taylor_lambda, "taylor: lambda of g + lambda g*g*(W - W_stale)")
@@ -80,7 +73,7 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--clip-scope", f.clip_scope,
                    "global (norm over all stages) or stage (each stage its own norm); default: global for "
                    "gpipe/1f1b, stage for 2bw/pipedream");
-    sub.add_option("--schedule", o.schedule, "Pipeline schedule: gpipe, 1f1b, 2bw or pipedream")->capture_default_str();
+    sub.add_option("--schedule", f.schedule, "Pipeline schedule: gpipe, 1f1b, 2bw or pipedream")->capture_default_str();
     sub.add_option("--stages", o.stages, "Pipeline stages")->capture_default_str();
     sub.add_option("--seed", o.seed, "Seed for weights and data order")->capture_default_str();
     sub.add_option("--eval-interval", o.eval_interval, "Validate every N iterations (0: only at the end)")
@@ -107,7 +100,10 @@ TrainOptions resolve_train_flags(const TrainFlags& f) {
     TrainOptions o = f.options;
     o.model = resolve_model(f.model);
     o.device = parse_device(f.device);
-    o.clip_scope = f.clip_scope.empty() ? default_clip_scope(o.schedule) : f.clip_scope;
+    o.schedule = parse_schedule_kind(f.schedule);
+    o.clip_scope = f.clip_scope.empty() ? clip_scope_of(o.schedule) : parse_clip_scope(f.clip_scope);
+    o.lr.decay_style = parse_lr_decay_style(f.lr_decay_style);
+    o.delay_fix.kind = parse_delay_fix_kind(f.delay_fix);
     return o;
 }
 

@@ -13,14 +13,19 @@ namespace nb::cli {
 struct TrainFlags {
     ModelFlags model;
     std::string device = "cpu";
-    std::string clip_scope;  // empty: by schedule (global for gpipe / 1f1b, stage for 2bw / pipedream)
+    // The flags that name a choice, as typed; resolve_train_flags turns them into the options' enums.
+    std::string schedule = "1f1b";
+    std::string clip_scope;  // empty: by schedule (clip_scope_of: global for gpipe / 1f1b, stage for 2bw / pipedream)
+    std::string lr_decay_style = "cosine";
+    std::string delay_fix = "none";
     bool lr_given = false;   // --lr has no default: a run without it is a usage error
     TrainOptions options;
 };
 
 void add_train_flags(CLI::App& sub, TrainFlags& flags);
 
-// The options the flags name: the model preset with its overrides, the device and the clip scope resolved.
+// The options the flags name: the model preset with its overrides, the names parsed into enums (UsageError
+// naming the flag for an unknown one), the clip scope's default resolved. Not yet a plan (make_run_plan).
 TrainOptions resolve_train_flags(const TrainFlags& flags);
 
 }  // namespace nb::cli

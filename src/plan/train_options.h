@@ -1,4 +1,6 @@
-// Everything `nobubble train` is told, after the command line and config file are parsed.
+// Everything `nobubble train` is told, after the command line and config file are parsed: names already turned
+// into enums at the command-line boundary. Whether the options make a run is make_run_plan's to decide
+// (src/plan/run_plan.h: every rule between the flags, once).
 #pragma once
 
 #include <cstdint>
@@ -9,8 +11,20 @@
 #include "optim/delay_fix.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_config.h"
+#include "src/plan/schedule_spec.h"
 
 namespace nb {
+
+// --clip-scope: the norm that clips a stage's gradients.
+enum class ClipScope {
+    global,  // the norm over every stage (gpipe, 1f1b: their stages step together)
+    stage,   // each stage its own norm (2bw, pipedream: their stages step at different times)
+};
+// "global", "stage"; anything else: nb::UsageError naming --clip-scope and the names.
+ClipScope parse_clip_scope(std::string_view name);
+std::string_view clip_scope_name(ClipScope scope);
+// DESIGN section 2: the scope a schedule clips with (the default of --clip-scope, and the only one it accepts).
+ClipScope clip_scope_of(ScheduleKind schedule);
 
 struct TrainOptions {
     ModelConfig model;
@@ -34,9 +48,9 @@ struct TrainOptions {
 
     // Pipeline (the pipeline issue): the schedule and the number of stages. `train` without mpirun and with
     // --stages 1 is the plain single-process loop.
-    std::string schedule = "1f1b";   // --schedule gpipe | 1f1b | 2bw | pipedream
+    ScheduleKind schedule = ScheduleKind::one_f_one_b;  // --schedule gpipe | 1f1b | 2bw | pipedream
     int stages = 1;                  // --stages P (in-process stages, or the MPI world size under mpirun)
-    std::string clip_scope = "global";  // --clip-scope global | stage (2bw / pipedream clip per stage)
+    ClipScope clip_scope = ClipScope::global;  // --clip-scope (default: clip_scope_of(schedule))
     bool stop_on_nan = true;         // --stop-on-nan: a non-finite loss ends the run with a runtime error
 
     // Delay mitigations (DESIGN section 2, "Mitigations"): --delay-fix none | ef | taylor (2bw only), and the
@@ -52,18 +66,6 @@ struct TrainOptions {
     int fail_rank = -1;
 
     int64_t tokens_per_iter() const { return micro_batch_size * num_microbatches * seq_length; }
-    // Throws UsageError naming the flag for impossible values (the model validates itself).
-    void validate() const;
-    // validate(), with the LR schedule's iteration flags counted in optimizer steps: one per iteration, or one
-    // per microbatch (pipedream). How `train` and `reference` check a pipeline run's flags.
-    void validate_counting_steps(bool one_step_per_microbatch) const;
-    // The pipeline's own rules, shared by `train` and `reference`: a clip scope that fits the schedule
-    // (asynchronous: per stage; synchronous: global) and no tied embeddings across stages.
-    void validate_clip_scope_and_ties(bool asynchronous_schedule) const;
-    // The mitigations' rules, shared by `train` and `reference` (`schedule` already known to be valid):
-    // --delay-fix ef/taylor with 2bw only; --sync-start/--sync-cooldown >= 0, with 2bw or pipedream only, and
-    // together at most the run's `optimizer_steps`.
-    void validate_delay_mitigations(int64_t optimizer_steps) const;
     // "--optimizer muon --delay-fix ef --sync-start 5": the update rule, for the runs' header lines (the delay
     // flags only where they are set).
     std::string describe_update_rule() const;

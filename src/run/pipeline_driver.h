@@ -45,9 +45,9 @@ PipelineSummary run_in_process(const PipelineSetup& setup, std::FILE* log);
 std::optional<PipelineSummary> run_over_mpi(const PipelineSetup& setup, std::FILE* log);
 #endif
 
-// `train` with the pipeline (pipeline_setup.h's needs_pipeline): validates identically on every rank (UsageError
-// before anything runs), then runs over MPI when there are several ranks, else in this process. The summary
-// where this process is stage 0, nullopt on the other ranks.
-std::optional<PipelineSummary> run_pipeline_training(const TrainOptions& options, std::FILE* log);
+// `train` with the pipeline (pipeline_setup.h's needs_pipeline): checks that the ranks are the plan's stages
+// (UsageError on every rank alike), then runs over MPI when there are several ranks, else in this process. The
+// summary where this process is stage 0, nullopt on the other ranks.
+std::optional<PipelineSummary> run_pipeline_training(const RunPlan& plan, std::FILE* log);
 
 }  // namespace nb

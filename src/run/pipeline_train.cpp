@@ -3,10 +3,10 @@
 
 namespace nb {
 
-std::optional<PipelineSummary> run_pipeline_training(const TrainOptions& options, std::FILE* log) {
+std::optional<PipelineSummary> run_pipeline_training(const RunPlan& plan, std::FILE* log) {
     const int world = mpi_world_size();
-    check_stages_match_ranks(options, world);
-    const PipelineSetup setup = make_pipeline_setup(options);  // the same UsageError on every rank
+    check_stages_match_ranks(plan.options, world);
+    const PipelineSetup setup = make_pipeline_setup(plan);
 #ifdef NOBUBBLE_HAVE_MPI
     if (world > 1) return run_over_mpi(setup, log);
 #endif

@@ -265,7 +265,7 @@ void print_pipeline_header(std::FILE* log, const PipelineSetup& setup, const cha
     fmt::print(log,
                "nobubble: --schedule {} on {} stages ({}) {}, model {} ({} parameters) on {}, {} train windows, "
                "{} tokens per iteration, {} optimizer steps, {}\n",
-               o.schedule, setup.num_stages(), describe_cut(setup.cut), where, o.model.preset, params,
+               schedule_kind_name(o.schedule), setup.num_stages(), describe_cut(setup.cut), where, o.model.preset, params,
                device_name(device), train_windows, o.tokens_per_iter(), setup.spec.optimizer_steps(),
                o.describe_update_rule());
     std::fflush(log);

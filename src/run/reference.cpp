@@ -25,12 +25,14 @@ namespace nb::reference {
 
 // ---- the rules ----
 
-Schedule parse_schedule(std::string_view name) {
-    if (name == "gpipe") return Schedule::gpipe;
-    if (name == "1f1b") return Schedule::one_f_one_b;
-    if (name == "2bw") return Schedule::two_bw;
-    if (name == "pipedream") return Schedule::pipedream;
-    throw UsageError(fmt::format("unknown --schedule '{}' (valid: gpipe, 1f1b, 2bw, pipedream)", name));
+Schedule oracle_schedule(ScheduleKind kind) {
+    switch (kind) {
+        case ScheduleKind::gpipe: return Schedule::gpipe;
+        case ScheduleKind::one_f_one_b: return Schedule::one_f_one_b;
+        case ScheduleKind::two_bw: return Schedule::two_bw;
+        case ScheduleKind::pipedream: return Schedule::pipedream;
+    }
+    throw std::logic_error("oracle_schedule: unknown schedule");
 }
 
 bool is_asynchronous(Schedule schedule) { return schedule == Schedule::two_bw || schedule == Schedule::pipedream; }
@@ -56,20 +58,6 @@ int64_t weight_version(Schedule schedule, int stage, int num_stages, int64_t ste
         default: break;
     }
     throw std::logic_error("weight_version: unknown schedule");
-}
-
-void validate_options(const TrainOptions& o) {
-    const Schedule schedule = parse_schedule(o.schedule);
-    // The LR schedule counts optimizer steps, which pipedream makes m per iteration: check it against those.
-    o.validate_counting_steps(schedule == Schedule::pipedream);
-    partition_model(o.model, o.stages);  // --stages in [1, layers]
-    if (schedule == Schedule::two_bw && o.num_microbatches < o.stages)
-        throw UsageError(fmt::format("--schedule 2bw needs --num-microbatches >= --stages, got {} < {}",
-                                     o.num_microbatches, o.stages));
-    o.validate_clip_scope_and_ties(is_asynchronous(schedule));
-    o.validate_delay_mitigations(optimizer_steps(schedule, o.train_iters, o.num_microbatches));
-    if (!o.trace_path.empty())
-        throw UsageError("--trace: the reference runs no pipeline to trace (it is a flag of train)");
 }
 
 namespace {
@@ -159,7 +147,7 @@ double clip_gradients(Ops& ops, std::vector<std::unique_ptr<Stage>>& stages, con
     const ParamSums sums = param_sum_squares(ops, stages);
     const double global = global_norm(sums);
     for (size_t s = 0; s < stages.size(); ++s) {
-        const double norm = o.clip_scope == "stage" ? stage_norm(sums, s) : global;
+        const double norm = o.clip_scope == ClipScope::stage ? stage_norm(sums, s) : global;
         clip_grads_to_norm(ops, stages[s]->grads, norm, o.clip_grad);
     }
     return global;
@@ -178,7 +166,7 @@ public:
     ReferenceRun(const TrainOptions& o, Ops& ops)
         : o_(o),
           ops_(ops),
-          schedule_(parse_schedule(o.schedule)),
+          schedule_(oracle_schedule(o.schedule)),
           sync_{o.sync_start, o.sync_cooldown, optimizer_steps(schedule_, o.train_iters, o.num_microbatches)},
           stages_(make_stages(o, ops.device())),
           history_(o.stages),
@@ -282,8 +270,10 @@ std::string optimizer_hash(const std::vector<std::unique_ptr<Stage>>& stages) {
 
 }  // namespace
 
-ReferenceSummary run_reference(const TrainOptions& o, std::FILE* log) {
-    validate_options(o);
+ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
+    const TrainOptions& o = plan.options;
+    if (!o.trace_path.empty())
+        throw UsageError("--trace: the reference runs no pipeline to trace (it is a flag of train)");
     auto data = open_train_data(o);
     RunLog run_log(o, log);
     std::unique_ptr<Ops> backend = make_ops(o.device);
@@ -291,10 +281,10 @@ ReferenceSummary run_reference(const TrainOptions& o, std::FILE* log) {
 
     int64_t params = 0;
     for (const auto& st : run.stages()) params += st->model.layout().total_numel();
-    const int64_t steps = optimizer_steps(parse_schedule(o.schedule), o.train_iters, o.num_microbatches);
+    const int64_t steps = optimizer_steps(oracle_schedule(o.schedule), o.train_iters, o.num_microbatches);
     fmt::print(log, "nobubble reference: --schedule {} on {} stages ({}), model {} ({} parameters) on {}, "
                "{} train windows, {} tokens per iteration, {} optimizer steps, {}\n",
-               o.schedule, o.stages, describe_cut(run.stages()), o.model.preset, params,
+               schedule_kind_name(o.schedule), o.stages, describe_cut(run.stages()), o.model.preset, params,
                device_name(backend->device()), data->train->num_windows(), o.tokens_per_iter(), steps,
                o.describe_update_rule());
 

@@ -31,16 +31,16 @@
 #include <string_view>
 #include <vector>
 
-#include "src/plan/train_options.h"
+#include "src/plan/run_plan.h"
 #include "src/run/trainer.h"
 
 namespace nb::reference {
 
-// The oracle's own names for the schedules (deliberately not pipeline/schedule.h: it is what is checked).
+// The oracle's own names for the schedules (deliberately not pipeline/schedule.h: its rules are what is checked).
 enum class Schedule { gpipe, one_f_one_b, two_bw, pipedream };
 
-// "gpipe", "1f1b", "2bw", "pipedream"; anything else: UsageError naming --schedule and the four names.
-Schedule parse_schedule(std::string_view name);
+// The plan's --schedule (parsed once, at the command line) as the oracle names it.
+Schedule oracle_schedule(ScheduleKind kind);
 // 2bw and pipedream: gradients computed on stale weights, stages stepping at different times.
 bool is_asynchronous(Schedule schedule);
 
@@ -70,11 +70,6 @@ bool is_synchronous_step(Schedule schedule, int64_t step, const SyncSteps& sync)
 // uses W_{K-1}. It never decreases as `step` grows (the history relies on that to drop old versions).
 int64_t weight_version(Schedule schedule, int stage, int num_stages, int64_t step, const SyncSteps& sync = {});
 
-// UsageError, one line naming the flag, for what the oracle cannot run: TrainOptions::validate (with the LR
-// schedule checked against optimizer steps), an unknown --schedule, --stages outside [1, layers], 2bw with
-// --num-microbatches < --stages, --clip-scope other than global (gpipe, 1f1b) or stage (2bw, pipedream), a
-// tied model cut into more than one stage, and --trace (a flag of train: the oracle has no pipeline to trace).
-void validate_options(const TrainOptions& options);
 
 struct ReferenceSummary {
     TrainSummary run;                  // run.steps counts optimizer steps (pipedream: iterations * m)
@@ -86,6 +81,6 @@ struct ReferenceSummary {
 // Trains as described above, printing progress lines (and --metrics records) per iteration like `train`.
 // For pipedream an iteration's line reports the mean loss of its m microbatches and the lr and gradient norm
 // of its last optimizer step. The reported grad_norm is always the global norm, whatever --clip-scope.
-ReferenceSummary run_reference(const TrainOptions& options, std::FILE* log);
+ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log);
 
 }  // namespace nb::reference

@@ -27,23 +27,18 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // This is the single-process loop: one stage and a synchronous schedule (gpipe and 1f1b compute the same
 // thing there, see DESIGN section 2). `train` hands more stages and the asynchronous schedules to the pipeline
 // executor (src/run/pipeline_driver.h).
-void require_single_process(const TrainOptions& o) {
-    const ScheduleKind kind = parse_schedule_kind(o.schedule);
-    if (o.stages < 1) throw UsageError(fmt::format("--stages must be positive, got {}", o.stages));
-    if (o.stages > 1 || is_asynchronous(kind))
+void require_single_process(const RunPlan& plan) {
+    const TrainOptions& o = plan.options;
+    if (o.stages > 1 || is_asynchronous(o.schedule))
         throw std::logic_error(fmt::format("--schedule {} --stages {} given to the single-process loop: it runs "
-                                           "on the pipeline executor", o.schedule, o.stages));
-    if (o.clip_scope != "global")
-        throw UsageError(fmt::format("--clip-scope {} does not fit --schedule {}: a synchronous schedule clips by "
-                                     "the global norm (--clip-scope global)", o.clip_scope, o.schedule));
+                                           "on the pipeline executor", schedule_kind_name(o.schedule), o.stages));
 }
 
 }  // namespace
 
-TrainSummary run_training(const TrainOptions& o, std::FILE* log) {
-    o.validate();
-    o.validate_delay_mitigations(o.train_iters);
-    require_single_process(o);
+TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
+    require_single_process(plan);
+    const TrainOptions& o = plan.options;
     auto data = open_train_data(o);
     RunLog run_log(o, log);
 

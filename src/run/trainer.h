@@ -7,13 +7,13 @@
 #include <cstdio>
 #include <string>
 
-#include "src/plan/train_options.h"
+#include "src/plan/run_plan.h"
 #include "src/run/run_log.h"
 
 namespace nb {
 
 
-// Progress lines go to `log`. Throws UsageError / RuntimeError on bad input.
-TrainSummary run_training(const TrainOptions& options, std::FILE* log);
+// Progress lines go to `log`. Throws RuntimeError on bad data (the plan has checked the flags).
+TrainSummary run_training(const RunPlan& plan, std::FILE* log);
 
 }  // namespace nb

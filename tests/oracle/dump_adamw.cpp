@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
         write_set(workdir + "/weights_init.f32", weights);
 
         LrScheduleConfig sched_cfg;
-        sched_cfg.decay_style = "cosine";
+        sched_cfg.decay_style = nb::LrDecayStyle::cosine;
         sched_cfg.lr = 1e-2;
         sched_cfg.min_lr = 1e-3;
         sched_cfg.warmup_iters = 3;

@@ -154,7 +154,7 @@ Args parse_args(int argc, char** argv) {
         else if (flag == "--steps") a.steps = parse_int(flag, v);
         else if (flag == "--seed") a.seed = static_cast<unsigned>(parse_int(flag, v));
         else if (flag == "--grad-scale") a.grad_scale = parse_float(flag, v);
-        else if (flag == "--delay-fix") a.delay_fix.kind = v;
+        else if (flag == "--delay-fix") a.delay_fix.kind = nb::parse_delay_fix_kind(v);
         else if (flag == "--taylor-lambda") a.delay_fix.taylor_lambda = parse_float(flag, v);
         else if (flag == "--sync-steps") a.sync_steps = parse_int(flag, v);
         else if (const OptimizerFlag* f = find_optimizer_flag(flag))
@@ -171,7 +171,7 @@ Args parse_args(int argc, char** argv) {
 
 std::vector<float> lr_list(double peak, int steps) {
     LrScheduleConfig cfg;
-    cfg.decay_style = "cosine";
+    cfg.decay_style = nb::LrDecayStyle::cosine;
     cfg.lr = peak;
     cfg.min_lr = peak / 10;
     cfg.warmup_iters = 3;
@@ -325,7 +325,7 @@ void run_delay_fix(const Args& args) {
     Manifest m;
     m.add("mode", "\"delay_fix\"");
     m.add("optimizer", json_string(optimizer->name()));
-    m.add("delay_fix", json_string(args.delay_fix.kind));
+    m.add("delay_fix", json_string(std::string(nb::delay_fix_kind_name(args.delay_fix.kind))));
     m.add("taylor_lambda", fmt::format("{:.9g}", args.delay_fix.taylor_lambda));
     m.add("sync_steps", std::to_string(args.sync_steps));
     m.add("steps", std::to_string(args.steps));

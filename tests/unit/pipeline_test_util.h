@@ -69,9 +69,9 @@ inline TrainOptions pipeline_run(const std::string& data, const std::string& sch
     o.lr.lr = 1e-3;
     o.eval_iters = 1;
     o.log_interval = 1000;
-    o.schedule = schedule;
+    o.schedule = parse_schedule_kind(schedule);
     o.stages = stages;
-    o.clip_scope = schedule == "2bw" || schedule == "pipedream" ? "stage" : "global";
+    o.clip_scope = clip_scope_of(o.schedule);
     return o;
 }
 

@@ -49,7 +49,7 @@ nb::PipelineSummary run_pipeline(const PipelineSetup& setup) {
 
 nb::reference::ReferenceSummary run_oracle(const TrainOptions& o) {
     NullLog log;
-    return nb::reference::run_reference(o, log.f);
+    return nb::reference::run_reference(nb::make_run_plan(o), log.f);
 }
 
 // Moves the first action of `type` in `plan` to the front.
@@ -71,7 +71,7 @@ TEST_CASE("stage runner: every schedule on 2 and 3 stages in one process ends wi
                 CAPTURE(p);
                 CAPTURE(m);
                 const TrainOptions o = tiny_run(data, schedule, p, m);
-                const PipelineSetup setup = nb::make_pipeline_setup(o);
+                const PipelineSetup setup = nb::make_pipeline_setup(nb::make_run_plan(o));
                 const nb::PipelineSummary got = run_pipeline(setup);
                 const nb::reference::ReferenceSummary want = run_oracle(o);
                 CHECK(got.run.weights_sha256 == want.run.weights_sha256);
@@ -89,7 +89,7 @@ TEST_CASE("stage runner: every schedule on 2 and 3 stages in one process ends wi
 
 TEST_CASE("stage runner: stages that wait for each other deadlock with a logic_error naming each wait") {
     TempDir dir;
-    PipelineSetup setup = nb::make_pipeline_setup(tiny_run(write_corpus(dir), "gpipe", 2, 2));
+    PipelineSetup setup = nb::make_pipeline_setup(nb::make_run_plan(tiny_run(write_corpus(dir), "gpipe", 2, 2)));
     // Stage 0 now waits for the gradient of microbatch 0 before it sends microbatch 0's activation.
     move_first_to_front(setup.plans[0], ActionType::recv_gradient);
     CHECK_THROWS_WITH_AS(run_pipeline(setup),
@@ -101,7 +101,7 @@ TEST_CASE("stage runner: stages that wait for each other deadlock with a logic_e
 
 TEST_CASE("stage runner: backwards out of microbatch order are refused (gradients sum in microbatch order)") {
     TempDir dir;
-    PipelineSetup setup = nb::make_pipeline_setup(tiny_run(write_corpus(dir), "gpipe", 2, 2));
+    PipelineSetup setup = nb::make_pipeline_setup(nb::make_run_plan(tiny_run(write_corpus(dir), "gpipe", 2, 2)));
     // Stage 1 (the last): recv_activation 0, F0, recv_activation 1, F1, B0, send_gradient 0, B1, send_gradient 1,
     // step. Swap the two backwards with their sends.
     nb::StagePlan& plan = setup.plans[1];
@@ -119,11 +119,11 @@ TEST_CASE("stage runner: the fault injection and a non-finite loss are runtime e
     TrainOptions o = tiny_run(data, "1f1b", 3, 3);
     o.fail_at_step = 2;
     o.fail_rank = 1;
-    CHECK_THROWS_WITH_AS(run_pipeline(nb::make_pipeline_setup(o)),
+    CHECK_THROWS_WITH_AS(run_pipeline(nb::make_pipeline_setup(nb::make_run_plan(o))),
                          doctest::Contains("stage 1: injected failure as step 2 begins"), nb::RuntimeError);
     TrainOptions nan = tiny_run(data, "2bw", 2, 2);
     nan.lr.lr = 1e30;
-    CHECK_THROWS_WITH_AS(run_pipeline(nb::make_pipeline_setup(nan)), doctest::Contains("stage 1: loss is"),
+    CHECK_THROWS_WITH_AS(run_pipeline(nb::make_pipeline_setup(nb::make_run_plan(nan))), doctest::Contains("stage 1: loss is"),
                          nb::RuntimeError);
 }
 

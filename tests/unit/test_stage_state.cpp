@@ -15,7 +15,7 @@ TEST_CASE("stage state: every carried tensor once, by name, weights first, then 
     test::TempDir dir;
     TrainOptions o = test::pipeline_run(test::write_corpus(dir), "2bw", 2, 2, 1, {3, 32, 48, 16});
     o.optimizer.name = "muon";
-    o.delay_fix.kind = "ef";
+    o.delay_fix.kind = DelayFixKind::ef;
     for (const StageSpec& spec : partition_model(o.model, 2)) {
         StageState state(o, spec, Device::cpu);
         const ParamLayout& layout = state.model.layout();

@@ -1,0 +1,90 @@
+#include "src/plan/run_plan.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "model/partition.h"
+#include "src/core/error.h"
+
+namespace nb {
+
+namespace {
+
+void require_positive(int64_t value, const char* flag) {
+    if (value <= 0) throw UsageError(fmt::format("{} must be positive, got {}", flag, value));
+}
+
+// Each flag's own range. The LR schedule's iteration flags count optimizer steps.
+void check_each_flag(const TrainOptions& o, int64_t optimizer_steps) {
+    o.model.validate();
+    if (o.data_path.empty()) throw UsageError("--data is required (a text file or llm.c shards *.bin)");
+    require_positive(o.micro_batch_size, "--micro-batch-size");
+    require_positive(o.num_microbatches, "--num-microbatches");
+    require_positive(o.seq_length, "--seq-length");
+    require_positive(o.train_iters, "--train-iters");
+    require_positive(o.log_interval, "--log-interval");
+    if (o.eval_interval < 0) throw UsageError(fmt::format("--eval-interval must be >= 0, got {}", o.eval_interval));
+    if (o.eval_iters < 0) throw UsageError(fmt::format("--eval-iters must be >= 0, got {}", o.eval_iters));
+    if (!(o.clip_grad >= 0) || !std::isfinite(o.clip_grad))
+        throw UsageError(fmt::format("--clip-grad must be >= 0, got {}", o.clip_grad));
+    if (!(o.val_fraction >= 0 && o.val_fraction < 1))
+        throw UsageError(fmt::format("--val-fraction must be in [0, 1), got {}", o.val_fraction));
+    o.lr.validate(optimizer_steps);
+    o.optimizer.validate();
+    o.delay_fix.validate();
+}
+
+// DESIGN section 2: synchronous schedules clip by the global norm, asynchronous ones each stage by its own; the
+// first and last stage cannot share a tied embedding yet.
+void check_clip_scope_and_ties(const TrainOptions& o) {
+    const ClipScope wanted = clip_scope_of(o.schedule);
+    if (o.clip_scope != wanted)
+        throw UsageError(fmt::format("--clip-scope {} does not fit --schedule {}: {} (--clip-scope {})",
+                                     clip_scope_name(o.clip_scope), schedule_kind_name(o.schedule),
+                                     is_asynchronous(o.schedule)
+                                         ? "an asynchronous schedule clips each stage by its own norm"
+                                         : "a synchronous schedule clips by the global norm",
+                                     clip_scope_name(wanted)));
+    if (o.model.tie_embeddings && o.stages > 1)
+        throw UsageError("tied embeddings across stages are not built yet: use --untie-embeddings-and-output-weights");
+}
+
+// The mitigations act on 2bw's one-step delay; the synchronous steps exist only in asynchronous schedules.
+void check_delay_mitigations(const TrainOptions& o) {
+    const std::string_view schedule = schedule_kind_name(o.schedule);
+    if (o.delay_fix.kind != DelayFixKind::none && o.schedule != ScheduleKind::two_bw)
+        throw UsageError(fmt::format(
+            "--delay-fix {} applies to --schedule 2bw only, not {}: {}", delay_fix_kind_name(o.delay_fix.kind),
+            schedule,
+            is_asynchronous(o.schedule) ? "pipedream's delay differs per stage and no per-stage rule is defined yet"
+                                        : "a synchronous schedule has no stale gradient to correct"));
+    if ((o.sync_start > 0 || o.sync_cooldown > 0) && !is_asynchronous(o.schedule))
+        throw UsageError(fmt::format("--sync-start/--sync-cooldown apply to 2bw and pipedream; --schedule {} is "
+                                     "synchronous already",
+                                     schedule));
+}
+
+void check_fault_flags(const TrainOptions& o) {
+    if ((o.fail_at_step >= 0) != (o.fail_rank >= 0))
+        throw UsageError("--fail-at-step and --fail-rank go together (test-only fault injection)");
+    if (o.fail_rank >= o.stages)
+        throw UsageError(fmt::format("--fail-rank {} is not a rank of {} stages", o.fail_rank, o.stages));
+}
+
+}  // namespace
+
+RunPlan make_run_plan(const TrainOptions& o) {
+    RunPlan plan{o, {o.schedule, o.stages, o.num_microbatches, o.train_iters, o.sync_start, o.sync_cooldown}, {}};
+    const bool counts_ok = o.train_iters > 0 && o.num_microbatches > 0;
+    check_each_flag(o, counts_ok ? plan.optimizer_steps() : o.train_iters);
+    if (o.stages < 1) throw UsageError(fmt::format("--stages must be positive, got {}", o.stages));
+    plan.cut = partition_model(o.model, o.stages);  // more stages than layers
+    plan.schedule.validate();                       // 2bw with m < P; the synchronous steps' counts
+    check_clip_scope_and_ties(o);
+    check_delay_mitigations(o);
+    check_fault_flags(o);
+    return plan;
+}
+
+}  // namespace nb

@@ -1,0 +1,34 @@
+// RunPlan: a run's options once every rule between the flags has held, with what follows from them (the
+// schedule's size and step counts, the stage cut). make_run_plan is the one place those rules are written;
+// `train` (the plain loop and the pipeline), `reference` and `bench schedules` each take the plan it returns,
+// and every MPI rank computes the same one from the same command line (so a bad one is rejected identically
+// everywhere, before any training or communication).
+#pragma once
+
+#include <vector>
+
+#include "model/stage_model.h"
+#include "src/plan/schedule_spec.h"
+#include "src/plan/train_options.h"
+
+namespace nb {
+
+struct RunPlan {
+    TrainOptions options;
+    ScheduleSpec schedule;       // kind, P = options.stages, m, T iterations, the synchronous steps
+    std::vector<StageSpec> cut;  // what each stage holds (partition_model: balanced by parameters)
+
+    // An iteration consumes m microbatches: one optimizer step (gpipe, 1f1b, 2bw) or m of them (pipedream).
+    int64_t optimizer_steps() const { return schedule.optimizer_steps(); }
+};
+
+// The plan of `options`, or the first rule it breaks as a UsageError (one line naming the flag), checked in this
+// order: each flag's own range (the model's shape, --data, the sizes and counts, the LR schedule counted in
+// optimizer steps, which pipedream makes m per iteration, the optimizer's hyperparameters, --taylor-lambda);
+// --stages in [1, layers]; the schedule's size (2bw needs m >= P; --sync-start/--sync-cooldown >= 0 and together
+// at most the optimizer steps); a --clip-scope that fits the schedule and no tied embeddings across stages; the
+// mitigations (--delay-fix ef/taylor with 2bw only, --sync-start/--sync-cooldown with 2bw or pipedream only);
+// the test-only fault flags.
+RunPlan make_run_plan(const TrainOptions& options);
+
+}  // namespace nb

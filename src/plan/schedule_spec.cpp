@@ -1,0 +1,60 @@
+#include "src/plan/schedule_spec.h"
+
+#include <array>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "src/core/error.h"
+
+namespace nb {
+
+namespace {
+
+constexpr std::array<std::pair<std::string_view, ScheduleKind>, 4> kScheduleNames = {{
+    {"gpipe", ScheduleKind::gpipe},
+    {"1f1b", ScheduleKind::one_f_one_b},
+    {"2bw", ScheduleKind::two_bw},
+    {"pipedream", ScheduleKind::pipedream},
+}};
+
+}  // namespace
+
+ScheduleKind parse_schedule_kind(std::string_view name) {
+    for (const auto& [n, kind] : kScheduleNames)
+        if (n == name) return kind;
+    throw UsageError(fmt::format("unknown --schedule '{}' (valid: gpipe, 1f1b, 2bw, pipedream)", name));
+}
+
+std::string_view schedule_kind_name(ScheduleKind kind) {
+    for (const auto& [n, k] : kScheduleNames)
+        if (k == kind) return n;
+    return "?";
+}
+
+bool is_asynchronous(ScheduleKind kind) { return kind == ScheduleKind::two_bw || kind == ScheduleKind::pipedream; }
+
+void ScheduleSpec::validate() const {
+    if (stages < 1) throw UsageError(fmt::format("--stages must be positive, got {}", stages));
+    if (microbatches < 1) throw UsageError(fmt::format("--num-microbatches must be positive, got {}", microbatches));
+    if (steps < 1) throw UsageError(fmt::format("--train-iters must be positive, got {}", steps));
+    if (kind == ScheduleKind::two_bw && microbatches < stages)
+        throw UsageError(fmt::format(
+            "--schedule 2bw needs --num-microbatches >= the number of stages (P): got --num-microbatches {} "
+            "with {} stages",
+            microbatches, stages));
+    if (sync_start < 0) throw UsageError(fmt::format("--sync-start must be >= 0, got {}", sync_start));
+    if (sync_cooldown < 0) throw UsageError(fmt::format("--sync-cooldown must be >= 0, got {}", sync_cooldown));
+    if (sync_start + sync_cooldown > optimizer_steps())
+        throw UsageError(fmt::format(
+            "--sync-start {} + --sync-cooldown {} exceed the {} optimizer steps of the run{}", sync_start,
+            sync_cooldown, optimizer_steps(),
+            kind == ScheduleKind::pipedream ? " (pipedream: one step per microbatch)" : ""));
+}
+
+bool ScheduleSpec::is_synchronous_step(int64_t step) const {
+    if (!is_asynchronous(kind)) return true;
+    return step < sync_start || step >= optimizer_steps() - sync_cooldown;
+}
+
+}  // namespace nb
