@@ -1,9 +1,10 @@
-// StageClock: what one stage's runner measures about its own time (DESIGN section 5, "Outputs": the progress
-// line's busy and bubble figures, and `--trace FILE.json`).
+// StageClock: the records of one stage's time (DESIGN section 5, "Outputs": the progress line's busy and bubble
+// figures, and `--trace FILE.json`), and the clock they are taken on.
 //
-// The runner times every task it runs (pipeline/stage_runner.h) and the time it spent blocked in between, as
-// TimedTask records on a clock shared by all stages (microseconds since a common origin, kept at nanosecond
-// resolution so that the events of one stage, which follow one another, never overlap in the trace):
+// The stage's meter (pipeline/stage_meter.h) times every task its runner runs (pipeline/stage_runner.h) and the
+// time it spent blocked in between, as TimedTask records on a clock shared by all stages (microseconds since a
+// common origin, kept at nanosecond resolution so that the events of one stage, which follow one another, never
+// overlap in the trace):
 //   forward, backward, optimizer   the compute of the schedule's actions (optimizer: the optimizer's step; norm: the
 //   norm, eval                     averaging and sums of squares that begin it, recorded on their own when the
 //                                  step then waits for the global clip's all-gather); evaluation forwards

@@ -2,7 +2,7 @@
 // The progress line of iteration t needs the loss (known on the last stage), the norm of the gradient over all
 // stages (from every stage's per-parameter sums of squares, added in canonical order: optim/grad_clip.h),
 // where validation ran, the validation loss (last stage), and each stage's own timing and activation memory
-// (pipeline/stage_clock.h). Sent as host doubles, so every bit arrives.
+// (pipeline/stage_meter.h). Sent as host doubles, so every bit arrives.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,7 @@ struct StageReport {
     int64_t iteration = 0;               // 0-based
     std::optional<double> loss_sum;      // last stage: the iteration's microbatch losses, added in order
     std::optional<double> val_loss_sum;  // last stage, when validation ran: the evaluation losses, added in order
-    double busy_s = 0;                   // compute time since the stage's previous report (stage_clock.h)
+    double busy_s = 0;                   // compute time since the stage's previous report (stage_meter.h)
     double wall_s = 0;                   // the stage's wall time since its previous report (the first: since start)
     double act_peak_bytes = 0;           // the most bytes of live stashes held since the previous report
     std::vector<double> sum_squares;     // per parameter, of the gradient of the iteration's last step

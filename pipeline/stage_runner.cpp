@@ -48,7 +48,7 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
       train_reader_(o_),
       val_reader_(o_),
       tasks_(stage_tasks(setup, stage, data_->val != nullptr)),
-      clock_(StageClock::Clock::now(), !o_.trace_path.empty()) {
+      meter_(StageClock::Clock::now(), !o_.trace_path.empty()) {
     if (transport.stage() != stage || transport.num_stages() != setup.num_stages())
         throw std::logic_error(fmt::format("stage {} of {} given the transport of stage {} of {}", stage,
                                            setup.num_stages(), transport.stage(), transport.num_stages()));
@@ -56,65 +56,23 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
 
 std::string StageRunner::next_task() const { return done() ? "done" : describe(tasks_[next_]); }
 
-void StageRunner::start_clock(StageClock::Clock::time_point origin) {
-    clock_ = StageClock(origin, !o_.trace_path.empty());
-}
+void StageRunner::start_clock(StageClock::Clock::time_point origin) { meter_.start_clock(origin); }
 
 bool StageRunner::try_advance() {
     if (done()) return false;
-    const int64_t t0 = clock_.now_ns();
+    meter_.task_started();
     post_receives_ahead();
     const StageTask& task = tasks_[next_];
     inject_fault(task);
     const bool step_begun_before = step_begun_;
-    const bool ran = run(task);
-    const int64_t t1 = clock_.now_ns();
-    if (!ran) {
+    if (!run(task)) {
         // An optimizer step under the global clip does its own part (average, sums of squares) and then waits.
-        if (step_begun_ && !step_begun_before)
-            clock_.record({TaskKind::norm, task.action.step, -1, t0, t1 - t0});
-        if (!blocked_since_ns_) blocked_since_ns_ = t1;
+        meter_.blocked(task, step_begun_ && !step_begun_before);
         return false;
     }
-    if (blocked_since_ns_) {
-        // Blocked from the end of the first try that could not run it until this try began.
-        TimedTask wait{TaskKind::wait, -1, -1, *blocked_since_ns_, t0 - *blocked_since_ns_};
-        blocked_since_ns_.reset();
-        if (task.kind == StageTask::Kind::evaluate) {  // its input activation
-            wait.waited_for = TaskKind::eval, wait.index = task.eval_index;
-        } else if (task.kind == StageTask::Kind::action) {
-            const Action& a = task.action;
-            wait.waited_for = a.type == ActionType::recv_activation ? TaskKind::recv_activation
-                              : a.type == ActionType::recv_gradient ? TaskKind::recv_gradient
-                                                                    : TaskKind::norm;  // the clip's all-gather
-            wait.index = a.type == ActionType::optimizer_step ? a.step : a.microbatch;
-        }
-        clock_.record(wait);
-    }
-    record(task, t0, t1);
+    meter_.task_ran(task);
     ++next_;
     return true;
-}
-
-// The record of a task that ran from start_ns to end_ns (reports and the finish are not timed tasks).
-void StageRunner::record(const StageTask& task, int64_t start_ns, int64_t end_ns) {
-    if (task.kind == StageTask::Kind::evaluate) {
-        clock_.record({TaskKind::eval, task.eval_index, -1, start_ns, end_ns - start_ns});
-        return;
-    }
-    if (task.kind != StageTask::Kind::action) return;
-    const Action& a = task.action;
-    TimedTask t{TaskKind::forward, a.microbatch, -1, start_ns, end_ns - start_ns};
-    switch (a.type) {
-        case ActionType::forward: t.kind = TaskKind::forward, t.version = a.version; break;
-        case ActionType::backward: t.kind = TaskKind::backward, t.version = a.version; break;
-        case ActionType::send_activation: t.kind = TaskKind::send_activation; break;
-        case ActionType::send_gradient: t.kind = TaskKind::send_gradient; break;
-        case ActionType::recv_activation: t.kind = TaskKind::recv_activation; break;
-        case ActionType::recv_gradient: t.kind = TaskKind::recv_gradient; break;
-        case ActionType::optimizer_step: t.kind = TaskKind::optimizer, t.index = a.step, t.version = a.version; break;
-    }
-    clock_.record(t);
 }
 
 // Posting a receive early lets the message land while this stage computes (and over MPI, straight into its
@@ -195,9 +153,7 @@ void StageRunner::forward(const Action& a) {
     Tensor y = stage_forward(state_.model, ctx, x, &f.stashes);
     versions_.release(a.version);
     for (const Stash& st : f.stashes) f.stash_bytes += st.bytes();
-    live_stash_bytes_ += f.stash_bytes;
-    peak_stash_bytes_report_ = std::max(peak_stash_bytes_report_, live_stash_bytes_);
-    peak_stash_bytes_run_ = std::max(peak_stash_bytes_run_, live_stash_bytes_);
+    meter_.stash_added(f.stash_bytes);
     if (last_)
         loss_sums_[iteration_of_microbatch(a.microbatch)] += y.f32()[0];
     else
@@ -222,7 +178,7 @@ void StageRunner::backward(const Action& a) {
     LayerContext ctx{ops_, versions_.at(a.version), &state_.grads, f.batch};
     Tensor dx = stage_backward(state_.model, ctx, dy, f.stashes);
     versions_.release(a.version);
-    live_stash_bytes_ -= f.stash_bytes;
+    meter_.stash_released(f.stash_bytes);
     ++accumulated_;
     if (!first_) gradients_out_.emplace(a.microbatch, std::move(dx));
 }
@@ -310,11 +266,7 @@ void StageRunner::report(const StageTask& task) {
     StageReport r;
     r.iteration = task.iteration;
     r.sum_squares = reported_sums_;
-    const StageClock::Interval interval = clock_.take_interval();
-    r.busy_s = interval.busy_s;
-    r.wall_s = interval.wall_s;
-    r.act_peak_bytes = static_cast<double>(peak_stash_bytes_report_);
-    peak_stash_bytes_report_ = live_stash_bytes_;
+    meter_.take_report(r);
     if (last_) {
         r.loss_sum = loss_sums_[task.iteration];
         loss_sums_.erase(task.iteration);
@@ -336,13 +288,9 @@ void StageRunner::finish() {
         transport_.send(0, {Channel::final_optimizer, static_cast<int64_t>(i)}, state[i]);
     StageFinal f;
     f.peak_versions = versions_.peak_held();
-    f.busy_s = clock_.busy_seconds();
-    f.wall_s = static_cast<double>(clock_.now_ns()) * 1e-9;
-    f.act_peak_bytes = static_cast<double>(peak_stash_bytes_run_);
-    std::vector<double> trace = encode_timed_tasks(clock_.records());
-    f.trace_values = static_cast<int64_t>(trace.size());
+    std::optional<std::vector<double>> trace = meter_.finish(f);
     transport_.send_values(0, {Channel::final_values, 0}, f.to_values());
-    if (!o_.trace_path.empty()) transport_.send_values(0, {Channel::trace, 0}, std::move(trace));
+    if (trace) transport_.send_values(0, {Channel::trace, 0}, std::move(*trace));
 }
 
 }  // namespace nb

@@ -20,10 +20,12 @@
 //                     taylor reads the stale version first, which is then let go) at the learning rate of the
 //                     step (the schedule counts optimizer steps), making the next version.
 //
-// It also measures itself (pipeline/stage_clock.h): every task it runs and every stretch it spends blocked is
-// timed on a clock shared by the stages, so that its reports carry its busy and wall time and the most bytes of
-// activation stashes it held, and with --trace its finish sends every record to stage 0 for the trace file.
-// Timing reads the clock and never changes what is computed.
+// It runs and does not measure: its StageMeter (pipeline/stage_meter.h) does, told by the runner when a try of
+// a task starts, when the task ran or was blocked, when a microbatch's stashes are added and released, and
+// asked for the measured fields of each report (busy and wall time, the most bytes of activation stashes held)
+// and of the finish (the same over the run, and with --trace every timed record, sent to stage 0 for the trace
+// file). What the stage computes, the last stage's loss sums for its reports included, stays here; timing
+// never changes it.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +39,7 @@
 #include "optim/lr_schedule.h"
 #include "pipeline/pipeline_setup.h"
 #include "pipeline/stage_clock.h"
+#include "pipeline/stage_meter.h"
 #include "pipeline/stage_state.h"
 #include "pipeline/stage_tasks.h"
 #include "pipeline/transport.h"
@@ -80,7 +83,6 @@ private:
     void post_receives_ahead();
     void inject_fault(const StageTask& task);
     bool run(const StageTask& task);
-    void record(const StageTask& task, int64_t start_ns, int64_t end_ns);
     bool run_action(const Action& a);
     bool receive(const Action& a, std::map<int64_t, Tensor>& into);
     void send(const Action& a, std::map<int64_t, Tensor>& from);
@@ -126,11 +128,7 @@ private:
     std::vector<double> step_sums_;                 // per-parameter sums of squares of the current step
     std::vector<double> reported_sums_;             // ... of the last step made, for the report
 
-    StageClock clock_;
-    std::optional<int64_t> blocked_since_ns_;  // the next task has been blocked since then
-    size_t live_stash_bytes_ = 0;              // activation stashes of the microbatches in flight
-    size_t peak_stash_bytes_report_ = 0;       // ... the most since the last report
-    size_t peak_stash_bytes_run_ = 0;          // ... the most over the run
+    StageMeter meter_;  // its time, waits and stash bytes; the runner only tells it what ran
 
     std::map<int64_t, double> loss_sums_;         // last stage: per iteration, microbatch losses added in order
     double val_loss_sum_ = 0;                     // last stage: the running evaluation
