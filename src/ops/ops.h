@@ -1,7 +1,10 @@
 // The op interface: everything a layer or optimizer computes goes through here.
 //
-// One interface, two backends: `CpuOps` (src/cpu/, fp32, the deterministic reference) and, later, `CudaOps`
-// (cuda/). Layer code never knows which backend it runs on.
+// One interface, two backends: `CpuOps` (src/cpu/, fp32, the deterministic reference) and `CudaOps` (cuda/).
+// Layer code never knows which backend it runs on. The interface is cut where its users differ: `LayerOps` are
+// what model/ computes, `OptimizerOps` what optim/ computes (the update rules and linear algebra on optimizer
+// state), both over `OpsCore` (device, allocation, casts, element-wise updates and reductions, which both use);
+// `Ops` is the whole of it, what a backend implements.
 //
 // Conventions, shared by every backend:
 // - Row-major tensors; a "row" is one token: N = batch * seq_len rows.
@@ -20,9 +23,10 @@
 
 namespace nb {
 
-class Ops {
+// What layers and optimizers both use.
+class OpsCore {
 public:
-    virtual ~Ops() = default;
+    virtual ~OpsCore() = default;
     virtual Device device() const = 0;
     virtual DType activation_dtype() const = 0;
 
@@ -46,6 +50,17 @@ public:
     // Waits until every op issued so far has finished (a no-op where ops run synchronously, as on the CPU).
     virtual void synchronize() {}
 
+    // ---- element-wise and reductions ----
+    virtual void add_inplace(Tensor& a, const Tensor& b) = 0;  // a += b
+    virtual void scale_inplace(Tensor& a, float s) = 0;        // a *= s
+    // Sum of x (resp. x^2), accumulated in double in index order.
+    virtual double sum(const Tensor& x) = 0;
+    virtual double sum_squares(const Tensor& x) = 0;
+};
+
+// The ops of the layers (model/).
+class LayerOps : public virtual OpsCore {
+public:
     // In every op: x, y, dx, dy, q, k, v, gate, up, logits and their gradients are activations; w, table and gain
     // are compute weights (activation dtype); dw, dtable, dgain are f32 parameter gradients; rstd, lse and loss
     // are f32; tokens and targets are i32.
@@ -91,14 +106,11 @@ public:
     // dlogits += dloss * (softmax(logits) - onehot(target)) ; dloss is the same for every row (1/N for a mean).
     virtual void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& lse,
                                         const Tensor& targets, float dloss) = 0;
+};
 
-    // ---- element-wise and reductions ----
-    virtual void add_inplace(Tensor& a, const Tensor& b) = 0;  // a += b
-    virtual void scale_inplace(Tensor& a, float s) = 0;        // a *= s
-    // Sum of x (resp. x^2), accumulated in double in index order.
-    virtual double sum(const Tensor& x) = 0;
-    virtual double sum_squares(const Tensor& x) = 0;
-
+// The ops of the optimizers and delay mitigations (optim/): update rules, and linear algebra on optimizer state.
+class OptimizerOps : public virtual OpsCore {
+public:
     // ---- optimizer kernels ----
     // One AdamW step exactly as torch.optim.AdamW (decoupled decay, bias correction):
     //   p *= 1 - lr*wd ; m = b1 m + (1-b1) g ; v = b2 v + (1-b2) g^2
@@ -227,5 +239,8 @@ public:
     virtual void adam_direction(Tensor& direction, Tensor& m, Tensor& v, const Tensor& g, float beta1, float beta2,
                                 float eps) = 0;
 };
+
+// The whole interface: what a backend implements, and what model/ and optim/ take.
+class Ops : public LayerOps, public OptimizerOps {};
 
 }  // namespace nb
