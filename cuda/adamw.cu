@@ -41,6 +41,7 @@ __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
 
 void CudaOps::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,
                            float beta2, float eps, float weight_decay, int64_t step) {
+    const OpTimer timer(*this, "adamw_update");
     check_optimizer_tensors("adamw_update", Device::cuda, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});
     check_adamw_step("adamw_update", step);
     const int64_t n = param.numel();

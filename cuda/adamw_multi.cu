@@ -68,6 +68,7 @@ size_t round_up_16(size_t bytes) { return (bytes + 15) & ~size_t{15}; }
 
 void CudaOps::adamw_update_multi(const std::vector<AdamWParamRef>& params, float lr, float beta1, float beta2,
                                  float eps, int64_t step) {
+    const OpTimer timer(*this, "adamw_update_multi");
     check_adamw_step("adamw_update_multi", step);
     std::vector<TensorEntry> tensors;
     std::vector<ChunkEntry> chunks;

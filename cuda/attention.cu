@@ -146,6 +146,7 @@ void launch_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, con
 }  // namespace
 
 void CudaOps::attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v) {
+    const OpTimer timer(*this, "attention_forward");
     const Dims d = check_attention("attention_forward", out, lse, q, k, v);
     check_aligned("attention_forward", {{"q", &q}, {"k", &k}, {"v", &v}});
     if (d.B == 0 || d.T == 0 || d.H == 0) return;
@@ -158,6 +159,7 @@ void CudaOps::attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const
 
 void CudaOps::attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q,
                                  const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) {
+    const OpTimer timer(*this, "attention_backward");
     const Dims d = check_attention("attention_backward", out, lse, q, k, v);
     const auto same = [](const Tensor& a, const Tensor& like) {
         return a.defined() && a.shape() == like.shape() && a.dtype() == DType::bf16 && a.device() == Device::cuda;

@@ -187,6 +187,7 @@ const int32_t* device_targets(const Tensor& targets, const std::vector<int32_t>&
 }  // namespace
 
 void CudaOps::cross_entropy_forward(Tensor& loss, Tensor& lse, const Tensor& logits, const Tensor& targets) {
+    const OpTimer timer(*this, "cross_entropy_forward");
     const int64_t n_rows = check_cross_entropy("cross_entropy_forward", logits, targets), vocab = logits.dim(-1);
     check_row_vector("cross_entropy_forward", "loss", loss, n_rows);
     check_row_vector("cross_entropy_forward", "lse", lse, n_rows);
@@ -203,6 +204,7 @@ void CudaOps::cross_entropy_forward(Tensor& loss, Tensor& lse, const Tensor& log
 
 void CudaOps::cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets,
                                      float dloss) {
+    const OpTimer timer(*this, "cross_entropy_backward");
     const int64_t n_rows = check_cross_entropy("cross_entropy_backward", logits, targets), vocab = logits.dim(-1);
     check_row_vector("cross_entropy_backward", "lse", lse, n_rows);
     if (dlogits.shape() != logits.shape() || !on_cuda(dlogits, DType::bf16))

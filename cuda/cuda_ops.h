@@ -15,6 +15,7 @@
 
 #include <memory>
 
+#include "src/ops/op_profiler.h"
 #include "src/ops/ops.h"
 
 namespace nb::cuda {
@@ -28,8 +29,14 @@ public:
 
     Device device() const override { return Device::cuda; }
     DType activation_dtype() const override { return DType::bf16; }
-    Tensor zeros(const Shape& shape, DType dtype) override { return Tensor::zeros(shape, dtype, Device::cuda); }
-    Tensor empty(const Shape& shape, DType dtype) override { return Tensor::empty(shape, dtype, Device::cuda); }
+    Tensor zeros(const Shape& shape, DType dtype) override {
+        const OpTimer timer(*this, "zeros (allocate + clear)");
+        return Tensor::zeros(shape, dtype, Device::cuda);
+    }
+    Tensor empty(const Shape& shape, DType dtype) override {
+        const OpTimer timer(*this, "empty (allocate)");
+        return Tensor::empty(shape, dtype, Device::cuda);
+    }
     void cast(Tensor& dst, const Tensor& src) override;
     void synchronize() override;  // cuda/synchronize.cu
 

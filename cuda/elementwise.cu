@@ -123,6 +123,7 @@ double reduce(CudaContext& ctx, const Tensor& x) {
 }  // namespace
 
 void CudaOps::cast(Tensor& dst, const Tensor& src) {
+    const OpTimer timer(*this, "cast");
     require_cuda_float("cast", "dst", dst);
     require_cuda_float("cast", "src", src);
     if (dst.numel() != src.numel())
@@ -145,6 +146,7 @@ void CudaOps::cast(Tensor& dst, const Tensor& src) {
 }
 
 void CudaOps::add_inplace(Tensor& a, const Tensor& b) {
+    const OpTimer timer(*this, "add_inplace");
     require_cuda_float("add_inplace", "a", a);
     require_cuda_float("add_inplace", "b", b);
     if (a.numel() != b.numel() || a.dtype() != b.dtype())
@@ -163,6 +165,7 @@ void CudaOps::add_inplace(Tensor& a, const Tensor& b) {
 }
 
 void CudaOps::scale_inplace(Tensor& a, float s) {
+    const OpTimer timer(*this, "scale_inplace");
     require_cuda_float("scale_inplace", "a", a);
     const int64_t n = a.numel();
     if (n == 0) return;
@@ -175,11 +178,13 @@ void CudaOps::scale_inplace(Tensor& a, float s) {
 }
 
 double CudaOps::sum(const Tensor& x) {
+    const OpTimer timer(*this, "sum");
     require_cuda_float("sum", "x", x);
     return reduce<false>(context(), x);
 }
 
 double CudaOps::sum_squares(const Tensor& x) {
+    const OpTimer timer(*this, "sum_squares");
     require_cuda_float("sum_squares", "x", x);
     return reduce<true>(context(), x);
 }

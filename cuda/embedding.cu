@@ -123,6 +123,7 @@ Tensor upload_i32(const std::vector<int32_t>& values, cudaStream_t stream) {
 }  // namespace
 
 void CudaOps::embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& table) {
+    const OpTimer timer(*this, "embedding_forward");
     check_embedding("embedding_forward", out, DType::bf16, tokens, table, DType::bf16);
     const int64_t n_rows = tokens.numel(), vocab = table.dim(0);
     const int d = static_cast<int>(table.dim(1));
@@ -143,6 +144,7 @@ void CudaOps::embedding_forward(Tensor& out, const Tensor& tokens, const Tensor&
 }
 
 void CudaOps::embedding_backward(Tensor& dtable, const Tensor& tokens, const Tensor& dout) {
+    const OpTimer timer(*this, "embedding_backward");
     check_embedding("embedding_backward", dout, DType::bf16, tokens, dtable, DType::f32);
     const int64_t n_rows = tokens.numel(), vocab = dtable.dim(0);
     const int d = static_cast<int>(dtable.dim(1));

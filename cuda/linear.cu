@@ -238,6 +238,7 @@ __global__ void add_f32_into_bf16(bf16* acc, const float* add, int64_t n) {
 }  // namespace
 
 void CudaOps::linear_forward(Tensor& y, const Tensor& x, const Tensor& w) {
+    const OpTimer timer(*this, "linear_forward");
     const LinearDims d = check_linear("linear_forward", y, x, w);
     require("linear_forward", "y", y, DType::bf16);
     require("linear_forward", "x", x, DType::bf16);
@@ -254,6 +255,7 @@ void CudaOps::linear_forward(Tensor& y, const Tensor& x, const Tensor& w) {
 // dx[n, i] += sum_o dy[n, o] * w[o, i]   (bf16 dx: f32 accumulate of the product plus dx, one rounding)
 // dw[o, i] += sum_n dy[n, o] * x[n, i]   (f32 dw)
 void CudaOps::linear_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w) {
+    const OpTimer timer(*this, "linear_backward");
     const LinearDims d = check_linear("linear_backward", dy, x, w);
     if (dx.defined() && dx.numel() != x.numel())
         throw std::invalid_argument("linear_backward: dx " + shape_string(dx.shape()) + " does not match x " +

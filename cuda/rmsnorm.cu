@@ -140,6 +140,7 @@ int64_t check_rmsnorm(const char* op, const Tensor& y, const Tensor& rstd, const
 }  // namespace
 
 void CudaOps::rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& gain, float eps) {
+    const OpTimer timer(*this, "rmsnorm_forward");
     const int64_t n_rows = check_rmsnorm("rmsnorm_forward", y, rstd, x, gain);
     const int d = static_cast<int>(gain.dim(0));
     if (n_rows == 0 || d == 0) return;  // nothing to compute (and a zero-sized grid is a launch error)
@@ -152,6 +153,7 @@ void CudaOps::rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Te
 
 void CudaOps::rmsnorm_backward(Tensor& dx, Tensor& dgain, const Tensor& dy, const Tensor& x, const Tensor& gain,
                                const Tensor& rstd) {
+    const OpTimer timer(*this, "rmsnorm_backward");
     const int64_t n_rows = check_rmsnorm("rmsnorm_backward", dy, rstd, x, gain);
     if (!on_cuda(dx, DType::bf16) || !on_cuda(dgain, DType::f32) || dx.numel() != x.numel() ||
         dgain.numel() != gain.dim(0))

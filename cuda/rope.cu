@@ -121,11 +121,13 @@ void launch_rope(cudaStream_t stream, Tensor& out, const Tensor& x, int64_t seq_
 }  // namespace
 
 void CudaOps::rope_forward(Tensor& out, const Tensor& x, int64_t seq_len, float theta) {
+    const OpTimer timer(*this, "rope_forward");
     check_rope("rope_forward", out, x, seq_len);
     launch_rope(context().stream, out, x, seq_len, theta, 1.0f, false);
 }
 
 void CudaOps::rope_backward(Tensor& din, const Tensor& dout, int64_t seq_len, float theta) {
+    const OpTimer timer(*this, "rope_backward");
     check_rope("rope_backward", din, dout, seq_len);
     launch_rope(context().stream, din, dout, seq_len, theta, -1.0f, true);
 }

@@ -69,6 +69,7 @@ unsigned grid_for(const char* op, int64_t n) {
 }  // namespace
 
 void CudaOps::swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up) {
+    const OpTimer timer(*this, "swiglu_forward");
     check_same("swiglu_forward", out, gate, up);
     const int64_t n = out.numel();
     if (n == 0) return;
@@ -79,6 +80,7 @@ void CudaOps::swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up) 
 }
 
 void CudaOps::swiglu_backward(Tensor& dgate, Tensor& dup, const Tensor& dout, const Tensor& gate, const Tensor& up) {
+    const OpTimer timer(*this, "swiglu_backward");
     check_same("swiglu_backward", dout, gate, up);
     check_same("swiglu_backward", dgate, dup, gate);
     const int64_t n = gate.numel();

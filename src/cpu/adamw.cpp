@@ -29,6 +29,7 @@ namespace nb {
 
 void CpuOps::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1, float beta2,
                           float eps, float weight_decay, int64_t step) {
+    const OpTimer timer(*this, "adamw_update");
     check_optimizer_tensors("adamw_update", Device::cpu, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});
     check_adamw_step("adamw_update", step);
     const AdamWScalars s = adamw_scalars(lr, beta1, beta2, eps, weight_decay, step);
@@ -48,6 +49,7 @@ void CpuOps::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& 
 // bits identical by construction.
 void CpuOps::adamw_update_multi(const std::vector<AdamWParamRef>& params, float lr, float beta1, float beta2, float eps,
                                 int64_t step) {
+    const OpTimer timer(*this, "adamw_update_multi");
     check_adamw_step("adamw_update_multi", step);
     for (const AdamWParamRef& p : params)
         adamw_update(*p.param, *p.grad, *p.m, *p.v, lr, beta1, beta2, eps, p.weight_decay, step);

@@ -98,6 +98,7 @@ void recompute_probs(float* S, int64_t ld, int64_t r0, int64_t m, int64_t cols, 
 }  // namespace
 
 void CpuOps::attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v) {
+    const OpTimer timer(*this, "attention_forward");
     const AttnDims d = check_attention("attention_forward", out, lse, q, k, v);
     if (d.B == 0 || d.T == 0) return;
     const float scale = attention_scale(d.hd);
@@ -126,6 +127,7 @@ void CpuOps::attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const 
 
 void CpuOps::attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q,
                                 const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) {
+    const OpTimer timer(*this, "attention_backward");
     const AttnDims d = check_attention("attention_backward", out, lse, q, k, v);
     if (dout.shape() != q.shape() || dq.shape() != q.shape() || dk.shape() != k.shape() || dv.shape() != v.shape())
         throw std::invalid_argument(

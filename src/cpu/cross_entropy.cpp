@@ -50,6 +50,7 @@ double row_logsumexp(const float* x, int64_t V) {
 }  // namespace
 
 void CpuOps::cross_entropy_forward(Tensor& loss, Tensor& lse, const Tensor& logits, const Tensor& targets) {
+    const OpTimer timer(*this, "cross_entropy_forward");
     const int64_t N = check_cross_entropy("cross_entropy_forward", logits, targets), V = logits.dim(-1);
     check_row_vector("cross_entropy_forward", "loss", loss, N);
     check_row_vector("cross_entropy_forward", "lse", lse, N);
@@ -68,6 +69,7 @@ void CpuOps::cross_entropy_forward(Tensor& loss, Tensor& lse, const Tensor& logi
 // dlogits[n, j] += dloss * (exp(logits[n, j] - lse[n]) - [j == target[n]])
 void CpuOps::cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets,
                                     float dloss) {
+    const OpTimer timer(*this, "cross_entropy_backward");
     const int64_t N = check_cross_entropy("cross_entropy_backward", logits, targets), V = logits.dim(-1);
     check_row_vector("cross_entropy_backward", "lse", lse, N);
     if (dlogits.shape() != logits.shape())

@@ -34,6 +34,7 @@ int64_t checked_token(const char* op, const int32_t* tokens, int64_t n, int64_t 
 
 // out[n, :] = table[tokens[n], :]
 void CpuOps::embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& table) {
+    const OpTimer timer(*this, "embedding_forward");
     check_embedding("embedding_forward", out, tokens, table);
     const int64_t n_rows = tokens.numel(), vocab = table.dim(0), d = table.dim(1);
     const int32_t* tok = tokens.i32();
@@ -48,6 +49,7 @@ void CpuOps::embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& 
 // dtable[tokens[n], :] += dout[n, :], for n = 0, 1, ... in order, so a token repeated in the batch sums its rows
 // in position order (deterministic, no atomics).
 void CpuOps::embedding_backward(Tensor& dtable, const Tensor& tokens, const Tensor& dout) {
+    const OpTimer timer(*this, "embedding_backward");
     check_embedding("embedding_backward", dout, tokens, dtable);
     const int64_t n_rows = tokens.numel(), vocab = dtable.dim(0), d = dtable.dim(1);
     const int32_t* tok = tokens.i32();

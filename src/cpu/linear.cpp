@@ -37,6 +37,7 @@ LinearDims check_linear(const char* op, const Tensor& y, const Tensor& x, const 
 
 // y[n, o] = sum_i x[n, i] * w[o, i]
 void CpuOps::linear_forward(Tensor& y, const Tensor& x, const Tensor& w) {
+    const OpTimer timer(*this, "linear_forward");
     const LinearDims d = check_linear("linear_forward", y, x, w);
     if (d.n == 0 || d.out == 0) return;
     if (d.in == 0) {  // an empty sum; OpenBLAS rejects lda = 0
@@ -51,6 +52,7 @@ void CpuOps::linear_forward(Tensor& y, const Tensor& x, const Tensor& w) {
 // dw[o, i] += sum_n dy[n, o] * x[n, i]     (dw += dy^T x)
 // An undefined dx or dw is not wanted and is skipped.
 void CpuOps::linear_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w) {
+    const OpTimer timer(*this, "linear_backward");
     const LinearDims d = check_linear("linear_backward", dy, x, w);
     if (dx.defined() && dx.numel() != x.numel())
         throw std::invalid_argument(fmt::format("linear_backward: dx {} does not match x {}", shape_string(dx.shape()),

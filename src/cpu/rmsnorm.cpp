@@ -35,6 +35,7 @@ int64_t check_rmsnorm(const char* op, const Tensor& y, const Tensor& rstd, const
 // rstd[n] = 1 / sqrt(sum_j x[n,j]^2 / d + eps)     (double, rounded once to float)
 // y[n,j]  = (x[n,j] * rstd[n]) * gain[j]           (float, the order of HF LlamaRMSNorm)
 void CpuOps::rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& gain, float eps) {
+    const OpTimer timer(*this, "rmsnorm_forward");
     const int64_t n_rows = check_rmsnorm("rmsnorm_forward", y, rstd, x, gain), d = gain.dim(0);
     const float* xp = x.f32();
     const float* g = gain.f32();
@@ -56,6 +57,7 @@ void CpuOps::rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Ten
 //   dgain[j] += sum_n dy[n,j] * x[n,j] * rstd[n]       (summed over rows in row order, in double)
 void CpuOps::rmsnorm_backward(Tensor& dx, Tensor& dgain, const Tensor& dy, const Tensor& x, const Tensor& gain,
                               const Tensor& rstd) {
+    const OpTimer timer(*this, "rmsnorm_backward");
     const int64_t n_rows = check_rmsnorm("rmsnorm_backward", dy, rstd, x, gain), d = gain.dim(0);
     if (dx.numel() != x.numel() || dgain.numel() != d)
         throw std::invalid_argument(fmt::format("rmsnorm_backward: dx {} / dgain {} do not match x {} / gain {}",

@@ -91,6 +91,7 @@ void rope_apply(float* out, const float* x, int64_t n_rows, int64_t heads, int64
 }  // namespace
 
 void CpuOps::rope_forward(Tensor& out, const Tensor& x, int64_t seq_len, float theta) {
+    const OpTimer timer(*this, "rope_forward");
     check_rope("rope_forward", out, x, seq_len);
     rope_apply(out.f32(), x.f32(), x.dim(0), x.dim(1), x.dim(2), seq_len, theta, 1.0f, false);
 }
@@ -99,6 +100,7 @@ void CpuOps::rope_forward(Tensor& out, const Tensor& x, int64_t seq_len, float t
 //   din[i]      += dout[i] cos + dout[i+half] sin
 //   din[i+half] += dout[i+half] cos - dout[i] sin
 void CpuOps::rope_backward(Tensor& din, const Tensor& dout, int64_t seq_len, float theta) {
+    const OpTimer timer(*this, "rope_backward");
     check_rope("rope_backward", din, dout, seq_len);
     rope_apply(din.f32(), dout.f32(), dout.dim(0), dout.dim(1), dout.dim(2), seq_len, theta, -1.0f, true);
 }

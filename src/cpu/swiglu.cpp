@@ -25,6 +25,7 @@ float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
 }  // namespace
 
 void CpuOps::swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up) {
+    const OpTimer timer(*this, "swiglu_forward");
     check_same("swiglu_forward", out, gate, up);
     const float *g = gate.f32(), *u = up.f32();
     float* o = out.f32();
@@ -35,6 +36,7 @@ void CpuOps::swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up) {
 //   dgate += dout * up * s * (1 + z (1 - s))
 //   dup   += dout * silu(z)
 void CpuOps::swiglu_backward(Tensor& dgate, Tensor& dup, const Tensor& dout, const Tensor& gate, const Tensor& up) {
+    const OpTimer timer(*this, "swiglu_backward");
     check_same("swiglu_backward", dout, gate, up);
     check_same("swiglu_backward", dgate, dup, gate);
     const float *g = gate.f32(), *u = up.f32(), *go = dout.f32();

@@ -23,6 +23,8 @@
 
 namespace nb {
 
+class OpProfiler;  // src/ops/op_profiler.h
+
 // What layers and optimizers both use.
 class OpsCore {
 public:
@@ -56,6 +58,13 @@ public:
     // Sum of x (resp. x^2), accumulated in double in index order.
     virtual double sum(const Tensor& x) = 0;
     virtual double sum_squares(const Tensor& x) = 0;
+
+    // The profiler recording this backend's ops (src/ops/op_profiler.h), or null: none is attached.
+    OpProfiler* profiler() const { return profiler_; }
+
+private:
+    friend class OpProfiler;
+    OpProfiler* profiler_ = nullptr;
 };
 
 // The ops of the layers (model/).
