@@ -54,8 +54,6 @@ public:
     double sum(const Tensor& x) override;
     double sum_squares(const Tensor& x) override;
 
-    void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1, float beta2,
-                      float eps, float weight_decay, int64_t step) override;
     void delay_compensate(Tensor& grad, const Tensor& w, const Tensor& stale, float lambda) override;
     // src/cpu/adamw.cpp, lion.cpp, adan.cpp, mars.cpp, muon.cpp, newton_schulz.cpp
     void adamw_update_multi(const std::vector<AdamWParamRef>& params, float lr, float beta1, float beta2, float eps,

@@ -121,11 +121,6 @@ public:
 class OptimizerOps : public virtual OpsCore {
 public:
     // ---- optimizer kernels ----
-    // One AdamW step exactly as torch.optim.AdamW (decoupled decay, bias correction):
-    //   p *= 1 - lr*wd ; m = b1 m + (1-b1) g ; v = b2 v + (1-b2) g^2
-    //   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
-    virtual void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,
-                              float beta2, float eps, float weight_decay, int64_t step) = 0;
     // DC-ASGD's first-order delay compensation (--delay-fix taylor), on f32 grad and master weights w and the
     // stale compute weights (activation dtype) the gradient was computed at:
     //   grad += ((lambda * grad) * grad) * (w - float(stale))       in that order, each operation rounded
@@ -137,6 +132,9 @@ public:
     // Every operation below is rounded on its own, in the order written; fma(a, b, c) = a*b + c rounded once.
     // Except newton_schulz, the CUDA results are the CPU's bit for bit.
 
+    // ---- AdamW, exactly as torch.optim.AdamW (decoupled decay, bias correction), at step t from 1 ----
+    //   p *= 1 - lr*wd ; m = b1 m + (1-b1) g ; v = b2 v + (1-b2) g^2
+    //   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
     // One parameter of a fused AdamW step: its tensors and its own weight decay (0 for norm gains).
     struct AdamWParamRef {
         Tensor* param;
@@ -145,8 +143,8 @@ public:
         Tensor* v;
         float weight_decay;
     };
-    // adamw_update on every entry (one lr, betas, eps and step; each entry's own weight decay), with the bits of
-    // calling adamw_update on them one by one. CUDA: one kernel launch for all of them (multi-tensor apply).
+    // One AdamW step of every entry (one lr, betas, eps and step; each entry's own weight decay); an entry's bits
+    // do not depend on the others it came with. CUDA: one kernel launch for all of them (multi-tensor apply).
     virtual void adamw_update_multi(const std::vector<AdamWParamRef>& params, float lr, float beta1, float beta2,
                                     float eps, int64_t step) = 0;
 
