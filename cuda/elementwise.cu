@@ -23,6 +23,7 @@
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/describe.h"
 
 namespace nb::cuda {
 
@@ -36,10 +37,6 @@ constexpr unsigned kReduceThreads = 256;   // power of two (tree reduction)
 unsigned grid_for(int64_t n) {
     const unsigned b = blocks_for(n, kThreads);
     return b < kMaxBlocks ? b : kMaxBlocks;
-}
-
-std::string describe(const Tensor& t) {
-    return shape_string(t.shape()) + " " + dtype_name(t.dtype()) + " on " + device_name(t.device());
 }
 
 void require_cuda_float(const char* op, const char* name, const Tensor& t) {
