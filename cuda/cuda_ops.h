@@ -29,14 +29,6 @@ public:
 
     Device device() const override { return Device::cuda; }
     DType activation_dtype() const override { return DType::bf16; }
-    Tensor zeros(const Shape& shape, DType dtype) override {
-        const OpTimer timer(*this, "zeros (allocate + clear)");
-        return Tensor::zeros(shape, dtype, Device::cuda);
-    }
-    Tensor empty(const Shape& shape, DType dtype) override {
-        const OpTimer timer(*this, "empty (allocate)");
-        return Tensor::empty(shape, dtype, Device::cuda);
-    }
     void cast(Tensor& dst, const Tensor& src) override;
     void synchronize() override;  // cuda/synchronize.cu
 

@@ -14,14 +14,6 @@ class CpuOps final : public Ops {
 public:
     Device device() const override { return Device::cpu; }
     DType activation_dtype() const override { return DType::f32; }
-    Tensor zeros(const Shape& shape, DType dtype) override {
-        const OpTimer timer(*this, "zeros (allocate + clear)");
-        return Tensor::zeros(shape, dtype, Device::cpu);
-    }
-    Tensor empty(const Shape& shape, DType dtype) override {
-        const OpTimer timer(*this, "empty (allocate)");
-        return Tensor::empty(shape, dtype, Device::cpu);
-    }
     void cast(Tensor& dst, const Tensor& src) override;  // f32 only: the CPU backend has no bf16
 
     void linear_forward(Tensor& y, const Tensor& x, const Tensor& w) override;

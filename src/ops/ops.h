@@ -33,9 +33,9 @@ public:
     virtual DType activation_dtype() const = 0;
 
     // A zero-filled tensor on this backend's device: for gradients, which ops accumulate into.
-    virtual Tensor zeros(const Shape& shape, DType dtype) = 0;
+    Tensor zeros(const Shape& shape, DType dtype);  // src/ops/ops.cpp
     // A tensor with undefined contents: for forward outputs, which ops overwrite entirely.
-    virtual Tensor empty(const Shape& shape, DType dtype) = 0;
+    Tensor empty(const Shape& shape, DType dtype);
     Tensor activation(const Shape& shape) { return zeros(shape, activation_dtype()); }
     Tensor f32_zeros(const Shape& shape) { return zeros(shape, DType::f32); }
     Tensor output(const Shape& shape) { return empty(shape, activation_dtype()); }
