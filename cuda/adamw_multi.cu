@@ -7,8 +7,8 @@
 // its element count and its own decay factor 1 - lr*wd) and one entry per chunk of kChunkElements consecutive
 // elements of some tensor, and copies it to the device in one transfer. One launch covers all chunks: block b
 // takes chunks b, b + gridDim.x, ...; in a chunk each thread takes elements threadIdx.x, + blockDim.x, ...
-// Every element is computed by one thread with the single-tensor kernel's arithmetic (cuda/adamw_step.cuh), so the
-// result is adamw_update's bit for bit, whatever the chunking; no atomics, nothing shared between elements.
+// Every element is computed by one thread with the CPU's arithmetic (cuda/adamw_step.cuh), so the result does not
+// depend on the chunking or on the other tensors of the launch; no atomics, nothing shared between elements.
 //
 // The table lives in the context's scratch buffer, valid for the length of one op: the stream orders this op's
 // reads before any later op's writes. It is copied from pageable host memory, which cudaMemcpyAsync stages
@@ -68,6 +68,7 @@ size_t round_up_16(size_t bytes) { return (bytes + 15) & ~size_t{15}; }
 
 void CudaOps::adamw_update_multi(const std::vector<AdamWParamRef>& params, float lr, float beta1, float beta2,
                                  float eps, int64_t step) {
+    const OpTimer timer(*this, "adamw_update_multi");
     check_adamw_step("adamw_update_multi", step);
     std::vector<TensorEntry> tensors;
     std::vector<ChunkEntry> chunks;

@@ -1,5 +1,4 @@
-// One element of one AdamW step, shared by the single-tensor kernel (cuda/adamw.cu) and the fused multi-tensor
-// kernel (cuda/adamw_multi.cu) so that the two give the same bits by construction. The CPU's arithmetic
+// One element of one AdamW step, for the fused multi-tensor kernel (cuda/adamw_multi.cu). The CPU's arithmetic
 // (src/cpu/adamw.cpp, torch.optim.AdamW's single-tensor path), each operation an explicitly rounded intrinsic so
 // that nvcc can neither contract nor approximate anything:
 //   p = p * decay ;  m = fma(1-b1, g, m*b1) ;  v = fma((1-b2)*g, g, v*b2)

@@ -42,6 +42,7 @@ __global__ void adan_kernel(float* __restrict__ p, const float* __restrict__ g, 
 
 void CudaOps::adan_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& m_diff, Tensor& n, Tensor& prev_grad,
                           const AdanScalars& s) {
+    const OpTimer timer(*this, "adan_update");
     check_optimizer_tensors("adan_update", Device::cuda,
                             {{"param", &param}, {"grad", &grad}, {"m", &m}, {"m_diff", &m_diff}, {"n", &n},
                              {"prev_grad", &prev_grad}});

@@ -25,7 +25,9 @@
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/describe.h"
 #include "src/core/error.h"
+#include "src/ops/layer_checks.h"
 
 namespace nb::cuda {
 
@@ -33,30 +35,21 @@ namespace {
 
 using attn::Dims;
 
-// (No fmt in .cu files: nvcc 13 rejects fmt 9's consteval format-string checks.)
-std::string describe(const char* name, const Tensor& t) {
-    if (!t.defined()) return std::string(name) + " undefined";
-    return std::string(name) + " " + shape_string(t.shape()) + " " + dtype_name(t.dtype()) + " on " +
-           device_name(t.device());
-}
+std::string named(const char* name, const Tensor& t) { return std::string(name) + " " + describe(t); }
 
 bool aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; }
 
-// Checks q/k/v/out/lse (the forward's tensors, also backward's inputs) and returns the problem size.
-Dims check_attention(const char* op, const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
-                     const Tensor& v) {
+// After the CPU reference's shape checks (src/ops/layer_checks.h), checks this backend's dtypes, device and
+// kernel limits on q/k/v/out/lse (the forward's tensors, also backward's inputs) and returns the problem size.
+Dims check_attention_types(const char* op, const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                           const Tensor& v) {
     const auto fail = [&](const std::string& why) {
         throw std::invalid_argument(std::string(op) + ": " + why +
                                     "; expected q/out [B,T,H,hd] bf16, k/v [B,T,KV,hd] bf16 with H % KV == 0, lse "
                                     "[B,H,T] f32, all on cuda; got " +
-                                    describe("q", q) + ", " + describe("k", k) + ", " + describe("v", v) + ", " +
-                                    describe("out", out) + ", " + describe("lse", lse));
+                                    named("q", q) + ", " + named("k", k) + ", " + named("v", v) + ", " +
+                                    named("out", out) + ", " + named("lse", lse));
     };
-    if (!q.defined() || !k.defined() || !v.defined() || !out.defined() || !lse.defined()) fail("undefined tensor");
-    if (q.rank() != 4 || k.rank() != 4 || k.shape() != v.shape() || out.shape() != q.shape()) fail("shape mismatch");
-    if (k.dim(0) != q.dim(0) || k.dim(1) != q.dim(1) || k.dim(3) != q.dim(3)) fail("shape mismatch");
-    if (k.dim(2) <= 0 || q.dim(2) % k.dim(2) != 0) fail("H must be a multiple of KV > 0");
-    if (lse.shape() != Shape{q.dim(0), q.dim(2), q.dim(1)}) fail("lse shape mismatch");
     for (const Tensor* t : {&q, &k, &v, &out})
         if (t->dtype() != DType::bf16 || t->device() != Device::cuda) fail("q, k, v, out must be bf16 on cuda");
     if (lse.dtype() != DType::f32 || lse.device() != Device::cuda) fail("lse must be f32 on cuda");
@@ -146,7 +139,9 @@ void launch_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, con
 }  // namespace
 
 void CudaOps::attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v) {
-    const Dims d = check_attention("attention_forward", out, lse, q, k, v);
+    const OpTimer timer(*this, "attention_forward");
+    check_attention_forward(out, lse, q, k, v);
+    const Dims d = check_attention_types("attention_forward", out, lse, q, k, v);
     check_aligned("attention_forward", {{"q", &q}, {"k", &k}, {"v", &v}});
     if (d.B == 0 || d.T == 0 || d.H == 0) return;
     if (attention_forward_cudnn(*this, {d.B, d.T, d.H, d.KV, d.hd}, out, lse, q, k, v)) return;
@@ -158,15 +153,15 @@ void CudaOps::attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const
 
 void CudaOps::attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q,
                                  const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) {
-    const Dims d = check_attention("attention_backward", out, lse, q, k, v);
-    const auto same = [](const Tensor& a, const Tensor& like) {
-        return a.defined() && a.shape() == like.shape() && a.dtype() == DType::bf16 && a.device() == Device::cuda;
-    };
-    if (!same(dout, q) || !same(dq, q) || !same(dk, k) || !same(dv, k))
+    const OpTimer timer(*this, "attention_backward");
+    check_attention_backward(dq, dk, dv, dout, q, k, v, out, lse);
+    const Dims d = check_attention_types("attention_backward", out, lse, q, k, v);
+    if (!on_cuda(dout, DType::bf16) || !on_cuda(dq, DType::bf16) || !on_cuda(dk, DType::bf16) ||
+        !on_cuda(dv, DType::bf16))
         throw std::invalid_argument("attention_backward: dout and dq must match q " + shape_string(q.shape()) +
                                     ", dk and dv must match k " + shape_string(k.shape()) +
-                                    ", all bf16 on cuda; got " + describe("dout", dout) + ", " + describe("dq", dq) +
-                                    ", " + describe("dk", dk) + ", " + describe("dv", dv));
+                                    ", all bf16 on cuda; got " + named("dout", dout) + ", " + named("dq", dq) +
+                                    ", " + named("dk", dk) + ", " + named("dv", dv));
     check_aligned("attention_backward", {{"q", &q}, {"k", &k}, {"v", &v}, {"dout", &dout}});
     if (d.B == 0 || d.T == 0 || d.H == 0) return;
     if (attention_backward_cudnn(*this, {d.B, d.T, d.H, d.KV, d.hd}, dq, dk, dv, dout, q, k, v, out, lse)) return;

@@ -24,6 +24,8 @@
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/describe.h"
+#include "src/ops/layer_checks.h"
 
 namespace nb::cuda {
 
@@ -124,32 +126,21 @@ __global__ void cross_entropy_backward_kernel(bf16* dlogits, const bf16* logits,
     }
 }
 
-std::string desc(const Tensor& t) {
-    if (!t.defined()) return "(undefined)";
-    return shape_string(t.shape()) + " " + dtype_name(t.dtype()) + " on " + device_name(t.device());
-}
-
-bool on_cuda(const Tensor& t, DType dtype) {
-    return t.defined() && t.dtype() == dtype && t.device() == Device::cuda;
-}
-
-// Rows of logits, after the CPU reference's checks (logits [N, V] with V > 0, targets N entries) and this
-// backend's dtypes and devices.
-int64_t check_cross_entropy(const char* op, const Tensor& logits, const Tensor& targets) {
-    if (logits.rank() < 1 || logits.dim(-1) == 0 || logits.numel() / logits.dim(-1) != targets.numel() ||
-        !on_cuda(logits, DType::bf16) || !targets.defined() || targets.dtype() != DType::i32)
+// After the CPU reference's shape checks (src/ops/layer_checks.h): this backend's dtypes and devices, and the
+// kernels' limit on the rows.
+void check_cross_entropy_types(const char* op, const Tensor& logits, const Tensor& targets) {
+    if (!on_cuda(logits, DType::bf16) || !targets.defined() || targets.dtype() != DType::i32)
         throw std::invalid_argument(std::string(op) +
                                     ": expected logits [N, V] bf16 on cuda with V > 0 and targets [N] i32 (on cuda "
                                     "or cpu); got logits " +
-                                    desc(logits) + ", targets " + desc(targets));
+                                    describe(logits) + ", targets " + describe(targets));
     if (targets.numel() > INT_MAX)  // rows are grid.x
         throw std::invalid_argument(std::string(op) + ": " + std::to_string(targets.numel()) + " rows are too many");
-    return targets.numel();
 }
 
-void check_row_vector(const char* op, const char* name, const Tensor& t, int64_t n) {
-    if (t.numel() != n || !on_cuda(t, DType::f32))
-        throw std::invalid_argument(std::string(op) + ": " + name + " " + desc(t) +
+void check_row_vector_type(const char* op, const char* name, const Tensor& t, int64_t n) {
+    if (!on_cuda(t, DType::f32))
+        throw std::invalid_argument(std::string(op) + ": " + name + " " + describe(t) +
                                     " must be f32 on cuda with one value per row (" + std::to_string(n) + ")");
 }
 
@@ -187,9 +178,11 @@ const int32_t* device_targets(const Tensor& targets, const std::vector<int32_t>&
 }  // namespace
 
 void CudaOps::cross_entropy_forward(Tensor& loss, Tensor& lse, const Tensor& logits, const Tensor& targets) {
-    const int64_t n_rows = check_cross_entropy("cross_entropy_forward", logits, targets), vocab = logits.dim(-1);
-    check_row_vector("cross_entropy_forward", "loss", loss, n_rows);
-    check_row_vector("cross_entropy_forward", "lse", lse, n_rows);
+    const OpTimer timer(*this, "cross_entropy_forward");
+    const int64_t n_rows = check_cross_entropy_forward(loss, lse, logits, targets), vocab = logits.dim(-1);
+    check_cross_entropy_types("cross_entropy_forward", logits, targets);
+    check_row_vector_type("cross_entropy_forward", "loss", loss, n_rows);
+    check_row_vector_type("cross_entropy_forward", "lse", lse, n_rows);
     const cudaStream_t stream = context().stream;
     const std::vector<int32_t> host = checked_targets_on_host("cross_entropy_forward", targets, vocab, stream);
     if (n_rows == 0) return;
@@ -203,11 +196,13 @@ void CudaOps::cross_entropy_forward(Tensor& loss, Tensor& lse, const Tensor& log
 
 void CudaOps::cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets,
                                      float dloss) {
-    const int64_t n_rows = check_cross_entropy("cross_entropy_backward", logits, targets), vocab = logits.dim(-1);
-    check_row_vector("cross_entropy_backward", "lse", lse, n_rows);
-    if (dlogits.shape() != logits.shape() || !on_cuda(dlogits, DType::bf16))
-        throw std::invalid_argument("cross_entropy_backward: dlogits " + desc(dlogits) + " does not match logits " +
-                                    desc(logits));
+    const OpTimer timer(*this, "cross_entropy_backward");
+    const int64_t n_rows = check_cross_entropy_backward(dlogits, logits, lse, targets), vocab = logits.dim(-1);
+    check_cross_entropy_types("cross_entropy_backward", logits, targets);
+    check_row_vector_type("cross_entropy_backward", "lse", lse, n_rows);
+    if (!on_cuda(dlogits, DType::bf16))
+        throw std::invalid_argument("cross_entropy_backward: dlogits " + describe(dlogits) +
+                                    " does not match logits " + describe(logits));
     const cudaStream_t stream = context().stream;
     const std::vector<int32_t> host = checked_targets_on_host("cross_entropy_backward", targets, vocab, stream);
     if (n_rows == 0) return;

@@ -3,7 +3,7 @@
 //
 // Each op family lives in its own .cu file under cuda/ (linear.cu: cuBLASLt; attention.cu: the hand-written
 // kernels, attention_cudnn.cu: cuDNN's fused attention; rmsnorm.cu; rope.cu; swiglu.cu; embedding.cu;
-// cross_entropy.cu; elementwise.cu; the optimizers: adamw.cu, adamw_multi.cu, lion.cu, adan.cu, mars.cu, muon.cu,
+// cross_entropy.cu; elementwise.cu; the optimizers: adamw_multi.cu, lion.cu, adan.cu, mars.cu, muon.cu,
 // newton_schulz.cu (batched cuBLASLt), soap.cu, linalg.cu (cuBLAS f32 + cuSOLVER)), and the math of each kernel
 // is written beside it. All kernels run on one stream (CudaContext::stream); host-side results (sum,
 // sum_squares) synchronise it.
@@ -15,6 +15,7 @@
 
 #include <memory>
 
+#include "src/ops/op_profiler.h"
 #include "src/ops/ops.h"
 
 namespace nb::cuda {
@@ -28,8 +29,6 @@ public:
 
     Device device() const override { return Device::cuda; }
     DType activation_dtype() const override { return DType::bf16; }
-    Tensor zeros(const Shape& shape, DType dtype) override { return Tensor::zeros(shape, dtype, Device::cuda); }
-    Tensor empty(const Shape& shape, DType dtype) override { return Tensor::empty(shape, dtype, Device::cuda); }
     void cast(Tensor& dst, const Tensor& src) override;
     void synchronize() override;  // cuda/synchronize.cu
 
@@ -63,8 +62,6 @@ public:
     double sum(const Tensor& x) override;
     double sum_squares(const Tensor& x) override;
 
-    void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1, float beta2,
-                      float eps, float weight_decay, int64_t step) override;
     void delay_compensate(Tensor& grad, const Tensor& w, const Tensor& stale, float lambda) override;
     // cuda/adamw_multi.cu, lion.cu, adan.cu, mars.cu, muon.cu, newton_schulz.cu
     void adamw_update_multi(const std::vector<AdamWParamRef>& params, float lr, float beta1, float beta2, float eps,

@@ -30,6 +30,7 @@ __global__ void delay_compensate_kernel(float* __restrict__ g, const float* __re
 }  // namespace
 
 void CudaOps::delay_compensate(Tensor& grad, const Tensor& w, const Tensor& stale, float lambda) {
+    const OpTimer timer(*this, "delay_compensate");
     if (w.numel() != grad.numel() || stale.numel() != grad.numel() || grad.dtype() != DType::f32 ||
         w.dtype() != DType::f32 || stale.dtype() == DType::i32)
         throw std::invalid_argument("delay_compensate: grad " + shape_string(grad.shape()) + " and w " +

@@ -23,6 +23,7 @@
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/describe.h"
 
 namespace nb::cuda {
 
@@ -36,10 +37,6 @@ constexpr unsigned kReduceThreads = 256;   // power of two (tree reduction)
 unsigned grid_for(int64_t n) {
     const unsigned b = blocks_for(n, kThreads);
     return b < kMaxBlocks ? b : kMaxBlocks;
-}
-
-std::string describe(const Tensor& t) {
-    return shape_string(t.shape()) + " " + dtype_name(t.dtype()) + " on " + device_name(t.device());
 }
 
 void require_cuda_float(const char* op, const char* name, const Tensor& t) {
@@ -123,6 +120,7 @@ double reduce(CudaContext& ctx, const Tensor& x) {
 }  // namespace
 
 void CudaOps::cast(Tensor& dst, const Tensor& src) {
+    const OpTimer timer(*this, "cast");
     require_cuda_float("cast", "dst", dst);
     require_cuda_float("cast", "src", src);
     if (dst.numel() != src.numel())
@@ -145,6 +143,7 @@ void CudaOps::cast(Tensor& dst, const Tensor& src) {
 }
 
 void CudaOps::add_inplace(Tensor& a, const Tensor& b) {
+    const OpTimer timer(*this, "add_inplace");
     require_cuda_float("add_inplace", "a", a);
     require_cuda_float("add_inplace", "b", b);
     if (a.numel() != b.numel() || a.dtype() != b.dtype())
@@ -163,6 +162,7 @@ void CudaOps::add_inplace(Tensor& a, const Tensor& b) {
 }
 
 void CudaOps::scale_inplace(Tensor& a, float s) {
+    const OpTimer timer(*this, "scale_inplace");
     require_cuda_float("scale_inplace", "a", a);
     const int64_t n = a.numel();
     if (n == 0) return;
@@ -175,11 +175,13 @@ void CudaOps::scale_inplace(Tensor& a, float s) {
 }
 
 double CudaOps::sum(const Tensor& x) {
+    const OpTimer timer(*this, "sum");
     require_cuda_float("sum", "x", x);
     return reduce<false>(context(), x);
 }
 
 double CudaOps::sum_squares(const Tensor& x) {
+    const OpTimer timer(*this, "sum_squares");
     require_cuda_float("sum_squares", "x", x);
     return reduce<true>(context(), x);
 }

@@ -19,6 +19,8 @@
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/describe.h"
+#include "src/ops/layer_checks.h"
 
 namespace nb::cuda {
 
@@ -60,26 +62,16 @@ __global__ void embedding_backward_kernel(float* dtable, const int32_t* rows, co
     dtable[id * d + j] = acc;
 }
 
-std::string desc(const Tensor& t) {
-    if (!t.defined()) return "(undefined)";
-    return shape_string(t.shape()) + " " + dtype_name(t.dtype()) + " on " + device_name(t.device());
-}
-
-bool on_cuda(const Tensor& t, DType dtype) {
-    return t.defined() && t.dtype() == dtype && t.device() == Device::cuda;
-}
-
-// The CPU reference's shape checks (tokens N ids, table [V, d], rows [N, d]) plus dtypes and devices.
-void check_embedding(const char* op, const Tensor& rows, DType rows_dtype, const Tensor& tokens,
-                     const Tensor& table, DType table_dtype) {
-    const bool ok = table.rank() == 2 && rows.rank() >= 1 && rows.dim(-1) == table.dim(1) &&
-                    rows.numel() == tokens.numel() * table.dim(1) && on_cuda(rows, rows_dtype) &&
-                    on_cuda(table, table_dtype) && tokens.defined() && tokens.dtype() == DType::i32;
+// This backend's dtypes and devices, after the CPU reference's shape checks (src/ops/layer_checks.h).
+void check_embedding_types(const char* op, const Tensor& rows, DType rows_dtype, const Tensor& tokens,
+                           const Tensor& table, DType table_dtype) {
+    const bool ok = on_cuda(rows, rows_dtype) && on_cuda(table, table_dtype) && tokens.defined() &&
+                    tokens.dtype() == DType::i32;
     if (!ok)
         throw std::invalid_argument(std::string(op) + ": expected tokens [N] i32, table [V, d] " +
                                     dtype_name(table_dtype) + ", out/dout [N, d] " + dtype_name(rows_dtype) +
-                                    " (on cuda; tokens may be on cpu); got tokens " + desc(tokens) + ", table " +
-                                    desc(table) + ", out/dout " + desc(rows));
+                                    " (on cuda; tokens may be on cpu); got tokens " + describe(tokens) + ", table " +
+                                    describe(table) + ", out/dout " + describe(rows));
     // d: the column blocks are grid.y (at most 65535 of them); N: rows are indexed with int32 in the backward.
     if (table.dim(1) > int64_t{65535} * kColThreads || tokens.numel() > INT_MAX)
         throw std::invalid_argument(std::string(op) + ": d = " + std::to_string(table.dim(1)) + " or N = " +
@@ -123,7 +115,9 @@ Tensor upload_i32(const std::vector<int32_t>& values, cudaStream_t stream) {
 }  // namespace
 
 void CudaOps::embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& table) {
-    check_embedding("embedding_forward", out, DType::bf16, tokens, table, DType::bf16);
+    const OpTimer timer(*this, "embedding_forward");
+    check_embedding_forward(out, tokens, table);
+    check_embedding_types("embedding_forward", out, DType::bf16, tokens, table, DType::bf16);
     const int64_t n_rows = tokens.numel(), vocab = table.dim(0);
     const int d = static_cast<int>(table.dim(1));
     const cudaStream_t stream = context().stream;
@@ -143,7 +137,9 @@ void CudaOps::embedding_forward(Tensor& out, const Tensor& tokens, const Tensor&
 }
 
 void CudaOps::embedding_backward(Tensor& dtable, const Tensor& tokens, const Tensor& dout) {
-    check_embedding("embedding_backward", dout, DType::bf16, tokens, dtable, DType::f32);
+    const OpTimer timer(*this, "embedding_backward");
+    check_embedding_backward(dtable, tokens, dout);
+    check_embedding_types("embedding_backward", dout, DType::bf16, tokens, dtable, DType::f32);
     const int64_t n_rows = tokens.numel(), vocab = dtable.dim(0);
     const int d = static_cast<int>(dtable.dim(1));
     const cudaStream_t stream = context().stream;

@@ -199,6 +199,7 @@ int eigenvectors_in(CudaContext& ctx, LinalgHandles& h, const float* a, int n, f
 // c[m,n] = alpha op(a) op(b) + beta c, through the column-major view (see the top of the file).
 void CudaOps::matmul(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float alpha,
                      float beta) {
+    const OpTimer timer(*this, "matmul");
     const MatmulDims d = check_matmul(c, a, b, trans_a, trans_b, Device::cuda);
     if (d.m == 0 || d.n == 0) return;
     if (d.k == 0) {  // an empty sum; the libraries reject a leading dimension of 0
@@ -219,6 +220,7 @@ void CudaOps::matmul(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, 
 
 // syevd in single precision; if it does not converge, in double, as the CPU falls back to dsyevd.
 void CudaOps::symmetric_eigenvectors_descending(Tensor& vectors, const Tensor& a) {
+    const OpTimer timer(*this, "symmetric_eigenvectors_descending");
     const char* op = "symmetric_eigenvectors_descending";
     const int n = library_size(check_factorization(op, "vectors", vectors, a, Device::cuda), op);
     if (n == 0) return;
@@ -237,6 +239,7 @@ void CudaOps::symmetric_eigenvectors_descending(Tensor& vectors, const Tensor& a
 
 // Householder QR of a column-major copy of a; Q written back row-major.
 void CudaOps::qr_orthonormal(Tensor& q, const Tensor& a) {
+    const OpTimer timer(*this, "qr_orthonormal");
     const char* op = "qr_orthonormal";
     const int n = library_size(check_factorization(op, "q", q, a, Device::cuda), op);
     if (n == 0) return;

@@ -42,7 +42,9 @@
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/describe.h"
 #include "cuda/gemm_bench.h"
+#include "src/ops/layer_checks.h"
 
 namespace nb::cuda {
 
@@ -198,26 +200,7 @@ void gemm(CudaContext& ctx, cublasOperation_t ta, cublasOperation_t tb, int64_t 
                                 &plan.algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
 }
 
-struct LinearDims {
-    int64_t n, in, out;
-};
-
-int64_t rows_of(const Tensor& t, int64_t cols) { return cols == 0 ? 0 : t.numel() / cols; }
-
-std::string describe(const Tensor& t) {
-    return shape_string(t.shape()) + " " + dtype_name(t.dtype()) + " on " + device_name(t.device());
-}
-
-// Same shape rule as the CPU: x[.., in], w[out, in], y/dy[.., out] with the same number of rows.
-LinearDims check_linear(const char* op, const Tensor& y, const Tensor& x, const Tensor& w) {
-    if (w.rank() != 2 || x.rank() < 1 || y.rank() < 1 || x.dim(-1) != w.dim(1) || y.dim(-1) != w.dim(0) ||
-        rows_of(x, w.dim(1)) != rows_of(y, w.dim(0)))
-        throw std::invalid_argument(std::string(op) + ": expected x [N, in], w [out, in], y/dy [N, out]; got x " +
-                                    shape_string(x.shape()) + ", w " + shape_string(w.shape()) + ", y " +
-                                    shape_string(y.shape()));
-    return {rows_of(x, w.dim(1)), w.dim(1), w.dim(0)};
-}
-
+// This backend's dtype and device, after the shapes (the CPU's rule, src/ops/layer_checks.h).
 void require(const char* op, const char* name, const Tensor& t, DType dtype) {
     if (t.device() != Device::cuda || t.dtype() != dtype)
         throw std::invalid_argument(std::string(op) + ": " + name + " must be a " + dtype_name(dtype) +
@@ -238,7 +221,8 @@ __global__ void add_f32_into_bf16(bf16* acc, const float* add, int64_t n) {
 }  // namespace
 
 void CudaOps::linear_forward(Tensor& y, const Tensor& x, const Tensor& w) {
-    const LinearDims d = check_linear("linear_forward", y, x, w);
+    const OpTimer timer(*this, "linear_forward");
+    const LinearDims d = check_linear_forward(y, x, w);
     require("linear_forward", "y", y, DType::bf16);
     require("linear_forward", "x", x, DType::bf16);
     require("linear_forward", "w", w, DType::bf16);
@@ -254,13 +238,8 @@ void CudaOps::linear_forward(Tensor& y, const Tensor& x, const Tensor& w) {
 // dx[n, i] += sum_o dy[n, o] * w[o, i]   (bf16 dx: f32 accumulate of the product plus dx, one rounding)
 // dw[o, i] += sum_n dy[n, o] * x[n, i]   (f32 dw)
 void CudaOps::linear_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w) {
-    const LinearDims d = check_linear("linear_backward", dy, x, w);
-    if (dx.defined() && dx.numel() != x.numel())
-        throw std::invalid_argument("linear_backward: dx " + shape_string(dx.shape()) + " does not match x " +
-                                    shape_string(x.shape()));
-    if (dw.defined() && dw.shape() != w.shape())
-        throw std::invalid_argument("linear_backward: dw " + shape_string(dw.shape()) + " does not match w " +
-                                    shape_string(w.shape()));
+    const OpTimer timer(*this, "linear_backward");
+    const LinearDims d = check_linear_backward(dx, dw, dy, x, w);
     require("linear_backward", "dy", dy, DType::bf16);
     require("linear_backward", "x", x, DType::bf16);
     require("linear_backward", "w", w, DType::bf16);

@@ -38,6 +38,7 @@ __global__ void lion_kernel(float* __restrict__ p, const float* __restrict__ g, 
 
 void CudaOps::lion_update(Tensor& param, const Tensor& grad, Tensor& m, float lr, float beta1, float beta2,
                           float weight_decay) {
+    const OpTimer timer(*this, "lion_update");
     check_optimizer_tensors("lion_update", Device::cuda, {{"param", &param}, {"grad", &grad}, {"m", &m}});
     const int64_t n = param.numel();
     if (n == 0) return;

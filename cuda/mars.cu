@@ -47,6 +47,7 @@ __global__ void mars_update_kernel(float* __restrict__ p, const float* __restric
 }  // namespace
 
 void CudaOps::mars_correction(Tensor& c, const Tensor& grad, const Tensor& last_grad, float scale) {
+    const OpTimer timer(*this, "mars_correction");
     check_optimizer_tensors("mars_correction", Device::cuda, {{"c", &c}, {"grad", &grad}, {"last_grad", &last_grad}});
     const int64_t n = c.numel();
     if (n == 0) return;
@@ -58,6 +59,7 @@ void CudaOps::mars_correction(Tensor& c, const Tensor& grad, const Tensor& last_
 
 void CudaOps::mars_update(Tensor& param, const Tensor& c, const Tensor& grad, Tensor& last_grad, Tensor& m, Tensor& v,
                           double c_norm, const MarsScalars& s) {
+    const OpTimer timer(*this, "mars_update");
     check_optimizer_tensors("mars_update", Device::cuda,
                             {{"param", &param}, {"c", &c}, {"grad", &grad}, {"last_grad", &last_grad}, {"m", &m},
                              {"v", &v}});

@@ -34,6 +34,7 @@ __global__ void muon_apply_kernel(float* __restrict__ p, const float* __restrict
 }  // namespace
 
 void CudaOps::muon_momentum(Tensor& update, const Tensor& grad, Tensor& momentum, float mu, bool nesterov) {
+    const OpTimer timer(*this, "muon_momentum");
     check_optimizer_tensors("muon_momentum", Device::cuda,
                             {{"update", &update}, {"grad", &grad}, {"momentum", &momentum}});
     const int64_t n = update.numel();
@@ -45,6 +46,7 @@ void CudaOps::muon_momentum(Tensor& update, const Tensor& grad, Tensor& momentum
 }
 
 void CudaOps::muon_apply(Tensor& param, const Tensor& ortho, float lr, float scale, float weight_decay) {
+    const OpTimer timer(*this, "muon_apply");
     check_optimizer_tensors("muon_apply", Device::cuda, {{"param", &param}, {"ortho", &ortho}});
     const int64_t n = param.numel();
     if (n == 0) return;

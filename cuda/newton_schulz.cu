@@ -338,6 +338,7 @@ size_t round_up_16(size_t bytes) { return (bytes + 15) & ~size_t{15}; }
 }  // namespace
 
 void CudaOps::newton_schulz(const std::vector<Tensor*>& outs, const std::vector<const Tensor*>& ins, int steps) {
+    const OpTimer timer(*this, "newton_schulz");
     const MatrixBatch shape = check_matrix_batch("newton_schulz", Device::cuda, outs, ins);
     if (steps < 0) throw std::invalid_argument("newton_schulz: steps " + std::to_string(steps) + " must be >= 0");
     const auto batch = static_cast<int64_t>(ins.size());

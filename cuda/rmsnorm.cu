@@ -15,6 +15,8 @@
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/describe.h"
+#include "src/ops/layer_checks.h"
 
 namespace nb::cuda {
 
@@ -110,37 +112,27 @@ __global__ void rmsnorm_dgain_reduce_kernel(float* dgain, const float* partial, 
     dgain[j] += s;
 }
 
-std::string desc(const Tensor& t) {
-    if (!t.defined()) return "(undefined)";
-    return shape_string(t.shape()) + " " + dtype_name(t.dtype()) + " on " + device_name(t.device());
-}
-
-bool on_cuda(const Tensor& t, DType dtype) {
-    return t.defined() && t.dtype() == dtype && t.device() == Device::cuda;
-}
-
-// Rows of x, after checking the shapes as the CPU reference does (x [N, d], gain [d], y/dy [N, d], rstd [N]) and
-// the dtypes and device of this backend (bf16 activations and gain, f32 rstd, all on the GPU).
-int64_t check_rmsnorm(const char* op, const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& gain) {
-    const bool shapes_ok = x.rank() >= 1 && gain.rank() == 1 && x.dim(-1) == gain.dim(0) &&
-                           y.numel() == x.numel() && y.rank() >= 1 && y.dim(-1) == x.dim(-1) &&
-                           (gain.dim(0) == 0 || rstd.numel() == x.numel() / gain.dim(0));
+// After the shapes (the CPU reference's checks, src/ops/layer_checks.h): the dtypes and device of this backend
+// (bf16 activations and gain, f32 rstd, all on the GPU) and the kernels' limit on d.
+void check_rmsnorm_types(const char* op, const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& gain) {
     const bool types_ok = on_cuda(y, DType::bf16) && on_cuda(rstd, DType::f32) && on_cuda(x, DType::bf16) &&
                           on_cuda(gain, DType::bf16);
-    if (!shapes_ok || !types_ok)
+    if (!types_ok)
         throw std::invalid_argument(std::string(op) +
                                     ": expected x [N, d] bf16, gain [d] bf16, y/dy [N, d] bf16, rstd [N] f32, all "
                                     "on cuda; got x " +
-                                    desc(x) + ", gain " + desc(gain) + ", y/dy " + desc(y) + ", rstd " + desc(rstd));
+                                    describe(x) + ", gain " + describe(gain) + ", y/dy " + describe(y) + ", rstd " +
+                                    describe(rstd));
     if (gain.dim(0) > INT_MAX / 2)  // the kernels index columns with int
         throw std::invalid_argument(std::string(op) + ": d = " + std::to_string(gain.dim(0)) + " is too large");
-    return gain.dim(0) == 0 ? 0 : x.numel() / gain.dim(0);
 }
 
 }  // namespace
 
 void CudaOps::rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& gain, float eps) {
-    const int64_t n_rows = check_rmsnorm("rmsnorm_forward", y, rstd, x, gain);
+    const OpTimer timer(*this, "rmsnorm_forward");
+    const int64_t n_rows = check_rmsnorm_forward(y, rstd, x, gain);
+    check_rmsnorm_types("rmsnorm_forward", y, rstd, x, gain);
     const int d = static_cast<int>(gain.dim(0));
     if (n_rows == 0 || d == 0) return;  // nothing to compute (and a zero-sized grid is a launch error)
     const cudaStream_t stream = context().stream;
@@ -152,12 +144,14 @@ void CudaOps::rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Te
 
 void CudaOps::rmsnorm_backward(Tensor& dx, Tensor& dgain, const Tensor& dy, const Tensor& x, const Tensor& gain,
                                const Tensor& rstd) {
-    const int64_t n_rows = check_rmsnorm("rmsnorm_backward", dy, rstd, x, gain);
-    if (!on_cuda(dx, DType::bf16) || !on_cuda(dgain, DType::f32) || dx.numel() != x.numel() ||
-        dgain.numel() != gain.dim(0))
+    const OpTimer timer(*this, "rmsnorm_backward");
+    const int64_t n_rows = check_rmsnorm_backward(dx, dgain, dy, x, gain, rstd);
+    check_rmsnorm_types("rmsnorm_backward", dy, rstd, x, gain);
+    if (!on_cuda(dx, DType::bf16) || !on_cuda(dgain, DType::f32))
         throw std::invalid_argument("rmsnorm_backward: expected dx like x (bf16) and dgain like gain (f32), on cuda; "
                                     "got dx " +
-                                    desc(dx) + ", dgain " + desc(dgain) + ", x " + desc(x) + ", gain " + desc(gain));
+                                    describe(dx) + ", dgain " + describe(dgain) + ", x " + describe(x) + ", gain " +
+                                    describe(gain));
     const int d = static_cast<int>(gain.dim(0));
     if (n_rows == 0 || d == 0) return;  // no rows: nothing to add to dx or dgain
     const cudaStream_t stream = context().stream;

@@ -23,6 +23,8 @@
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/describe.h"
+#include "src/ops/layer_checks.h"
 
 namespace nb::cuda {
 
@@ -72,24 +74,14 @@ __global__ void rope_kernel(bf16* out, const bf16* x, int64_t n_rows, int heads,
     }
 }
 
-std::string desc(const Tensor& t) {
-    if (!t.defined()) return "(undefined)";
-    return shape_string(t.shape()) + " " + dtype_name(t.dtype()) + " on " + device_name(t.device());
-}
-
-bool on_cuda(const Tensor& t, DType dtype) {
-    return t.defined() && t.dtype() == dtype && t.device() == Device::cuda;
-}
-
-// The CPU reference's checks (x and out [N, heads, head_dim], even head_dim, N a multiple of seq_len), plus this
-// backend's dtype/device and the kernel's limits.
-void check_rope(const char* op, const Tensor& out, const Tensor& x, int64_t seq_len) {
-    if (x.rank() != 3 || out.shape() != x.shape() || x.dim(2) % 2 != 0 || seq_len <= 0 || x.dim(0) % seq_len != 0 ||
-        !on_cuda(out, DType::bf16) || !on_cuda(x, DType::bf16))
+// After the CPU reference's shape checks (src/ops/layer_checks.h): this backend's dtype/device and the kernel's
+// limits.
+void check_rope_types(const char* op, const Tensor& out, const Tensor& x, int64_t seq_len) {
+    if (!on_cuda(out, DType::bf16) || !on_cuda(x, DType::bf16))
         throw std::invalid_argument(std::string(op) +
                                     ": expected x and out [N, heads, head_dim] bf16 on cuda with even head_dim and "
                                     "N a multiple of seq_len " +
-                                    std::to_string(seq_len) + "; got x " + desc(x) + ", out " + desc(out));
+                                    std::to_string(seq_len) + "; got x " + describe(x) + ", out " + describe(out));
     if (x.dim(2) / 2 > kMaxHalf || x.dim(1) > INT_MAX || seq_len > (int64_t{1} << 24))
         throw std::invalid_argument(std::string(op) + ": head_dim " + std::to_string(x.dim(2)) + " (at most " +
                                     std::to_string(2 * kMaxHalf) + "), heads " + std::to_string(x.dim(1)) +
@@ -121,12 +113,16 @@ void launch_rope(cudaStream_t stream, Tensor& out, const Tensor& x, int64_t seq_
 }  // namespace
 
 void CudaOps::rope_forward(Tensor& out, const Tensor& x, int64_t seq_len, float theta) {
-    check_rope("rope_forward", out, x, seq_len);
+    const OpTimer timer(*this, "rope_forward");
+    check_rope_forward(out, x, seq_len);
+    check_rope_types("rope_forward", out, x, seq_len);
     launch_rope(context().stream, out, x, seq_len, theta, 1.0f, false);
 }
 
 void CudaOps::rope_backward(Tensor& din, const Tensor& dout, int64_t seq_len, float theta) {
-    check_rope("rope_backward", din, dout, seq_len);
+    const OpTimer timer(*this, "rope_backward");
+    check_rope_backward(din, dout, seq_len);
+    check_rope_types("rope_backward", din, dout, seq_len);
     launch_rope(context().stream, din, dout, seq_len, theta, -1.0f, true);
 }
 

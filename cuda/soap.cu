@@ -89,6 +89,7 @@ const float* f32_data(const Tensor& t) { return static_cast<const float*>(t.data
 }  // namespace
 
 void CudaOps::column_dots(Tensor& out, const Tensor& a, const Tensor& b) {
+    const OpTimer timer(*this, "column_dots");
     const auto [m, n] = check_column_dots(out, a, b, Device::cuda);
     if (n == 0) return;
     column_dots_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, context().stream>>>(
@@ -97,6 +98,7 @@ void CudaOps::column_dots(Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 void CudaOps::index_select(Tensor& dst, const Tensor& src, int dim, const std::vector<int64_t>& index) {
+    const OpTimer timer(*this, "index_select");
     check_index_select(dst, src, dim, index, Device::cuda);
     const int64_t rows = dst.dim(0), cols = dst.dim(1);
     if (rows * cols == 0) return;
@@ -111,6 +113,7 @@ void CudaOps::index_select(Tensor& dst, const Tensor& src, int dim, const std::v
 }
 
 void CudaOps::add_to_diagonal(Tensor& a, float s) {
+    const OpTimer timer(*this, "add_to_diagonal");
     const int64_t n = require_square("add_to_diagonal", "a", a, Device::cuda);
     if (n == 0) return;
     add_to_diagonal_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, context().stream>>>(f32_data(a), s, n);
@@ -118,6 +121,7 @@ void CudaOps::add_to_diagonal(Tensor& a, float s) {
 }
 
 void CudaOps::lerp_inplace(Tensor& a, const Tensor& b, float w) {
+    const OpTimer timer(*this, "lerp_inplace");
     check_optimizer_tensors("lerp_inplace", Device::cuda, {{"a", &a}, {"b", &b}});
     const int64_t n = a.numel();
     if (n == 0) return;
@@ -130,6 +134,7 @@ void CudaOps::lerp_inplace(Tensor& a, const Tensor& b, float w) {
 }
 
 void CudaOps::add_scaled_inplace(Tensor& a, const Tensor& b, float alpha) {
+    const OpTimer timer(*this, "add_scaled_inplace");
     check_optimizer_tensors("add_scaled_inplace", Device::cuda, {{"a", &a}, {"b", &b}});
     const int64_t n = a.numel();
     if (n == 0) return;
@@ -140,6 +145,7 @@ void CudaOps::add_scaled_inplace(Tensor& a, const Tensor& b, float alpha) {
 
 void CudaOps::adam_direction(Tensor& direction, Tensor& m, Tensor& v, const Tensor& g, float beta1, float beta2,
                              float eps) {
+    const OpTimer timer(*this, "adam_direction");
     check_optimizer_tensors("adam_direction", Device::cuda,
                             {{"g", &g}, {"m", &m}, {"v", &v}, {"direction", &direction}});
     const int64_t n = g.numel();

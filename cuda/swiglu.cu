@@ -14,6 +14,8 @@
 #include "cuda/context.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/describe.h"
+#include "src/ops/layer_checks.h"
 
 namespace nb::cuda {
 
@@ -46,18 +48,11 @@ __global__ void swiglu_backward_kernel(bf16* dgate, bf16* dup, const bf16* dout,
     dup[i] = to_bf16(to_f32(dup[i]) + g * (z * s));
 }
 
-std::string desc(const Tensor& t) {
-    if (!t.defined()) return "(undefined)";
-    return shape_string(t.shape()) + " " + dtype_name(t.dtype()) + " on " + device_name(t.device());
-}
-
-bool on_cuda_bf16(const Tensor& t) { return t.defined() && t.dtype() == DType::bf16 && t.device() == Device::cuda; }
-
-void check_same(const char* op, const Tensor& a, const Tensor& b, const Tensor& c) {
-    if (a.shape() != b.shape() || a.shape() != c.shape() || !on_cuda_bf16(a) || !on_cuda_bf16(b) ||
-        !on_cuda_bf16(c))
+// After the CPU reference's shape checks (src/ops/layer_checks.h): this backend's dtype and device.
+void check_bf16(const char* op, const Tensor& a, const Tensor& b, const Tensor& c) {
+    if (!on_cuda(a, DType::bf16) || !on_cuda(b, DType::bf16) || !on_cuda(c, DType::bf16))
         throw std::invalid_argument(std::string(op) + ": all tensors must be bf16 on cuda with one shape; got " +
-                                    desc(a) + ", " + desc(b) + ", " + desc(c));
+                                    describe(a) + ", " + describe(b) + ", " + describe(c));
 }
 
 unsigned grid_for(const char* op, int64_t n) {
@@ -69,7 +64,9 @@ unsigned grid_for(const char* op, int64_t n) {
 }  // namespace
 
 void CudaOps::swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up) {
-    check_same("swiglu_forward", out, gate, up);
+    const OpTimer timer(*this, "swiglu_forward");
+    check_swiglu_forward(out, gate, up);
+    check_bf16("swiglu_forward", out, gate, up);
     const int64_t n = out.numel();
     if (n == 0) return;
     swiglu_forward_kernel<<<grid_for("swiglu_forward", n), kThreads, 0, context().stream>>>(
@@ -79,8 +76,10 @@ void CudaOps::swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up) 
 }
 
 void CudaOps::swiglu_backward(Tensor& dgate, Tensor& dup, const Tensor& dout, const Tensor& gate, const Tensor& up) {
-    check_same("swiglu_backward", dout, gate, up);
-    check_same("swiglu_backward", dgate, dup, gate);
+    const OpTimer timer(*this, "swiglu_backward");
+    check_swiglu_backward(dgate, dup, dout, gate, up);
+    check_bf16("swiglu_backward", dout, gate, up);
+    check_bf16("swiglu_backward", dgate, dup, gate);
     const int64_t n = gate.numel();
     if (n == 0) return;
     swiglu_backward_kernel<<<grid_for("swiglu_backward", n), kThreads, 0, context().stream>>>(

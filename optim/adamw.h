@@ -6,7 +6,7 @@
 //   v  <- beta2 * v + (1 - beta2) * g^2              second moment (torch: exp_avg_sq)
 //   p  <- p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 // The arithmetic itself is the backend's kernel, Ops::adamw_update_multi (every parameter in one fused call,
-// each with the bits of Ops::adamw_update); this class keeps the state and decides each parameter's weight decay.
+// each with the bits it would have alone); this class keeps the state and decides each parameter's weight decay.
 #pragma once
 
 #include "optim/optimizer_state.h"

@@ -27,14 +27,13 @@
 
 namespace nb {
 
-void CpuOps::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1, float beta2,
-                          float eps, float weight_decay, int64_t step) {
-    check_optimizer_tensors("adamw_update", Device::cpu, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});
-    check_adamw_step("adamw_update", step);
-    const AdamWScalars s = adamw_scalars(lr, beta1, beta2, eps, weight_decay, step);
-    float *p = param.f32(), *mp = m.f32(), *vp = v.f32();
-    const float* g = grad.f32();
-    for (int64_t i = 0, n = param.numel(); i < n; ++i) {
+namespace {
+
+// One tensor of the step.
+void adamw_update(const Ops::AdamWParamRef& ref, const AdamWScalars& s) {
+    float *p = ref.param->f32(), *mp = ref.m->f32(), *vp = ref.v->f32();
+    const float* g = ref.grad->f32();
+    for (int64_t i = 0, n = ref.param->numel(); i < n; ++i) {
         const float gi = g[i];
         p[i] = p[i] * s.decay;
         mp[i] = std::fma(s.one_minus_beta1, gi, mp[i] * s.beta1);
@@ -44,13 +43,18 @@ void CpuOps::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& 
     }
 }
 
-// The fused form is a loop here: on one thread there is nothing to fuse, and calling adamw_update keeps the
-// bits identical by construction.
+}  // namespace
+
+// The fused form is a loop here: on one thread there is nothing to fuse, and each tensor's bits are its own.
 void CpuOps::adamw_update_multi(const std::vector<AdamWParamRef>& params, float lr, float beta1, float beta2, float eps,
                                 int64_t step) {
+    const OpTimer timer(*this, "adamw_update_multi");
     check_adamw_step("adamw_update_multi", step);
-    for (const AdamWParamRef& p : params)
-        adamw_update(*p.param, *p.grad, *p.m, *p.v, lr, beta1, beta2, eps, p.weight_decay, step);
+    for (const AdamWParamRef& p : params) {
+        check_optimizer_tensors("adamw_update_multi", Device::cpu,
+                                {{"param", p.param}, {"grad", p.grad}, {"m", p.m}, {"v", p.v}});
+        adamw_update(p, adamw_scalars(lr, beta1, beta2, eps, p.weight_decay, step));
+    }
 }
 
 }  // namespace nb

@@ -13,6 +13,7 @@ namespace nb {
 
 void CpuOps::adan_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& m_diff, Tensor& n, Tensor& prev_grad,
                          const AdanScalars& s) {
+    const OpTimer timer(*this, "adan_update");
     check_optimizer_tensors("adan_update", Device::cpu,
                             {{"param", &param}, {"grad", &grad}, {"m", &m}, {"m_diff", &m_diff}, {"n", &n},
                              {"prev_grad", &prev_grad}});

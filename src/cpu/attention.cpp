@@ -17,12 +17,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <stdexcept>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "src/cpu/cpu_ops.h"
+#include "src/ops/layer_checks.h"
 
 namespace nb {
 
@@ -40,21 +38,8 @@ struct AttnDims {
     int64_t kv_offset(int64_t b, int64_t h) const { return b * T * KV * hd + (h / group()) * hd; }
 };
 
-AttnDims check_attention(const char* op, const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
-                         const Tensor& v) {
-    bool ok = q.rank() == 4 && k.rank() == 4 && k.shape() == v.shape() && out.shape() == q.shape();
-    if (ok) {
-        ok = k.dim(0) == q.dim(0) && k.dim(1) == q.dim(1) && k.dim(3) == q.dim(3) && k.dim(2) > 0 &&
-             q.dim(2) % k.dim(2) == 0 && q.dim(3) > 0 && lse.shape() == Shape{q.dim(0), q.dim(2), q.dim(1)};
-    }
-    if (!ok)
-        throw std::invalid_argument(
-            fmt::format("{}: expected q/out [B,T,H,hd], k/v [B,T,KV,hd] with H % KV == 0 and hd > 0, lse "
-                        "[B,H,T]; got q {}, k {}, v {}, out {}, lse {}",
-                        op, shape_string(q.shape()), shape_string(k.shape()), shape_string(v.shape()),
-                        shape_string(out.shape()), shape_string(lse.shape())));
-    return {q.dim(0), q.dim(1), q.dim(2), k.dim(2), q.dim(3)};
-}
+// The problem size of q and k (after check_attention_forward or _backward).
+AttnDims dims_of(const Tensor& q, const Tensor& k) { return {q.dim(0), q.dim(1), q.dim(2), k.dim(2), q.dim(3)}; }
 
 float attention_scale(int64_t hd) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))); }
 
@@ -98,7 +83,9 @@ void recompute_probs(float* S, int64_t ld, int64_t r0, int64_t m, int64_t cols, 
 }  // namespace
 
 void CpuOps::attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v) {
-    const AttnDims d = check_attention("attention_forward", out, lse, q, k, v);
+    const OpTimer timer(*this, "attention_forward");
+    check_attention_forward(out, lse, q, k, v);
+    const AttnDims d = dims_of(q, k);
     if (d.B == 0 || d.T == 0) return;
     const float scale = attention_scale(d.hd);
     std::vector<float> S(static_cast<size_t>(kTile * d.T));
@@ -126,13 +113,9 @@ void CpuOps::attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const 
 
 void CpuOps::attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q,
                                 const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) {
-    const AttnDims d = check_attention("attention_backward", out, lse, q, k, v);
-    if (dout.shape() != q.shape() || dq.shape() != q.shape() || dk.shape() != k.shape() || dv.shape() != v.shape())
-        throw std::invalid_argument(
-            fmt::format("attention_backward: dout {} and dq {} must match q {}, dk {} and dv {} "
-                        "must match k {}",
-                        shape_string(dout.shape()), shape_string(dq.shape()), shape_string(q.shape()),
-                        shape_string(dk.shape()), shape_string(dv.shape()), shape_string(k.shape())));
+    const OpTimer timer(*this, "attention_backward");
+    check_attention_backward(dq, dk, dv, dout, q, k, v, out, lse);
+    const AttnDims d = dims_of(q, k);
     if (d.B == 0 || d.T == 0) return;
     const float scale = attention_scale(d.hd);
     std::vector<float> P(static_cast<size_t>(kTile * d.T)), dS(static_cast<size_t>(kTile * d.T));

@@ -5,6 +5,7 @@
 // single-threaded loops in a fixed order.
 #pragma once
 
+#include "src/ops/op_profiler.h"
 #include "src/ops/ops.h"
 
 namespace nb {
@@ -13,8 +14,6 @@ class CpuOps final : public Ops {
 public:
     Device device() const override { return Device::cpu; }
     DType activation_dtype() const override { return DType::f32; }
-    Tensor zeros(const Shape& shape, DType dtype) override { return Tensor::zeros(shape, dtype, Device::cpu); }
-    Tensor empty(const Shape& shape, DType dtype) override { return Tensor::empty(shape, dtype, Device::cpu); }
     void cast(Tensor& dst, const Tensor& src) override;  // f32 only: the CPU backend has no bf16
 
     void linear_forward(Tensor& y, const Tensor& x, const Tensor& w) override;
@@ -47,8 +46,6 @@ public:
     double sum(const Tensor& x) override;
     double sum_squares(const Tensor& x) override;
 
-    void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1, float beta2,
-                      float eps, float weight_decay, int64_t step) override;
     void delay_compensate(Tensor& grad, const Tensor& w, const Tensor& stale, float lambda) override;
     // src/cpu/adamw.cpp, lion.cpp, adan.cpp, mars.cpp, muon.cpp, newton_schulz.cpp
     void adamw_update_multi(const std::vector<AdamWParamRef>& params, float lr, float beta1, float beta2, float eps,

@@ -10,25 +10,11 @@
 #include <fmt/format.h>
 
 #include "src/cpu/cpu_ops.h"
+#include "src/ops/layer_checks.h"
 
 namespace nb {
 
 namespace {
-
-int64_t check_cross_entropy(const char* op, const Tensor& logits, const Tensor& targets) {
-    if (logits.rank() < 1 || logits.dim(-1) == 0 || logits.numel() / logits.dim(-1) != targets.numel())
-        throw std::invalid_argument(
-            fmt::format("{}: expected logits [N, V] with V > 0 and targets [N]; got logits {}, "
-                        "targets {}",
-                        op, shape_string(logits.shape()), shape_string(targets.shape())));
-    return targets.numel();
-}
-
-void check_row_vector(const char* op, const char* name, const Tensor& t, int64_t n) {
-    if (t.numel() != n)
-        throw std::invalid_argument(
-            fmt::format("{}: {} {} must hold one value per row ({})", op, name, shape_string(t.shape()), n));
-}
 
 int64_t checked_target(const char* op, const int32_t* targets, int64_t n, int64_t vocab) {
     const int64_t t = targets[n];
@@ -50,9 +36,8 @@ double row_logsumexp(const float* x, int64_t V) {
 }  // namespace
 
 void CpuOps::cross_entropy_forward(Tensor& loss, Tensor& lse, const Tensor& logits, const Tensor& targets) {
-    const int64_t N = check_cross_entropy("cross_entropy_forward", logits, targets), V = logits.dim(-1);
-    check_row_vector("cross_entropy_forward", "loss", loss, N);
-    check_row_vector("cross_entropy_forward", "lse", lse, N);
+    const OpTimer timer(*this, "cross_entropy_forward");
+    const int64_t N = check_cross_entropy_forward(loss, lse, logits, targets), V = logits.dim(-1);
     const float* x = logits.f32();
     const int32_t* t = targets.i32();
     float *lo = loss.f32(), *ls = lse.f32();
@@ -68,11 +53,8 @@ void CpuOps::cross_entropy_forward(Tensor& loss, Tensor& lse, const Tensor& logi
 // dlogits[n, j] += dloss * (exp(logits[n, j] - lse[n]) - [j == target[n]])
 void CpuOps::cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets,
                                     float dloss) {
-    const int64_t N = check_cross_entropy("cross_entropy_backward", logits, targets), V = logits.dim(-1);
-    check_row_vector("cross_entropy_backward", "lse", lse, N);
-    if (dlogits.shape() != logits.shape())
-        throw std::invalid_argument(fmt::format("cross_entropy_backward: dlogits {} does not match logits {}",
-                                                shape_string(dlogits.shape()), shape_string(logits.shape())));
+    const OpTimer timer(*this, "cross_entropy_backward");
+    const int64_t N = check_cross_entropy_backward(dlogits, logits, lse, targets), V = logits.dim(-1);
     const float *x = logits.f32(), *ls = lse.f32();
     const int32_t* t = targets.i32();
     float* dx = dlogits.f32();

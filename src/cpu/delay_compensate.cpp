@@ -11,6 +11,7 @@
 namespace nb {
 
 void CpuOps::delay_compensate(Tensor& grad, const Tensor& w, const Tensor& stale, float lambda) {
+    const OpTimer timer(*this, "delay_compensate");
     if (w.numel() != grad.numel() || stale.numel() != grad.numel())
         throw std::invalid_argument(fmt::format("delay_compensate: grad {}, w {}, stale {} must have one element count",
                                                 shape_string(grad.shape()), shape_string(w.shape()),

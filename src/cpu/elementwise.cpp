@@ -12,6 +12,7 @@ namespace nb {
 
 // a[i] += b[i]
 void CpuOps::add_inplace(Tensor& a, const Tensor& b) {
+    const OpTimer timer(*this, "add_inplace");
     if (a.numel() != b.numel())
         throw std::invalid_argument(fmt::format("add_inplace: a {} and b {} differ in element count",
                                                 shape_string(a.shape()), shape_string(b.shape())));
@@ -22,12 +23,14 @@ void CpuOps::add_inplace(Tensor& a, const Tensor& b) {
 
 // a[i] *= s
 void CpuOps::scale_inplace(Tensor& a, float s) {
+    const OpTimer timer(*this, "scale_inplace");
     float* ap = a.f32();
     for (int64_t i = 0, n = a.numel(); i < n; ++i) ap[i] *= s;
 }
 
 // sum_i x[i], in double, i = 0, 1, ...
 double CpuOps::sum(const Tensor& x) {
+    const OpTimer timer(*this, "sum");
     const float* p = x.f32();
     double acc = 0.0;
     for (int64_t i = 0, n = x.numel(); i < n; ++i) acc += p[i];
@@ -36,6 +39,7 @@ double CpuOps::sum(const Tensor& x) {
 
 // sum_i x[i]^2, in double (each square exact in double), i = 0, 1, ...
 double CpuOps::sum_squares(const Tensor& x) {
+    const OpTimer timer(*this, "sum_squares");
     const float* p = x.f32();
     double acc = 0.0;
     for (int64_t i = 0, n = x.numel(); i < n; ++i) acc += static_cast<double>(p[i]) * p[i];
@@ -48,6 +52,7 @@ namespace nb {
 
 // dst = src: the CPU backend computes in f32 only, so a cast is a copy between f32 tensors.
 void CpuOps::cast(Tensor& dst, const Tensor& src) {
+    const OpTimer timer(*this, "cast");
     if (dst.dtype() != DType::f32 || src.dtype() != DType::f32)
         throw std::invalid_argument(fmt::format("cast: the CPU backend has no {} <- {} conversion",
                                                 dtype_name(dst.dtype()), dtype_name(src.dtype())));

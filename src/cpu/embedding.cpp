@@ -7,19 +7,11 @@
 #include <fmt/format.h>
 
 #include "src/cpu/cpu_ops.h"
+#include "src/ops/layer_checks.h"
 
 namespace nb {
 
 namespace {
-
-void check_embedding(const char* op, const Tensor& rows, const Tensor& tokens, const Tensor& table) {
-    if (table.rank() != 2 || rows.rank() < 1 || rows.dim(-1) != table.dim(1) ||
-        rows.numel() != tokens.numel() * table.dim(1))
-        throw std::invalid_argument(
-            fmt::format("{}: expected tokens [N], table [V, d], out [N, d]; got tokens {}, "
-                        "table {}, out {}",
-                        op, shape_string(tokens.shape()), shape_string(table.shape()), shape_string(rows.shape())));
-}
 
 // A token id must index a table row; reading past the table would be silent garbage.
 int64_t checked_token(const char* op, const int32_t* tokens, int64_t n, int64_t vocab) {
@@ -34,7 +26,8 @@ int64_t checked_token(const char* op, const int32_t* tokens, int64_t n, int64_t 
 
 // out[n, :] = table[tokens[n], :]
 void CpuOps::embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& table) {
-    check_embedding("embedding_forward", out, tokens, table);
+    const OpTimer timer(*this, "embedding_forward");
+    check_embedding_forward(out, tokens, table);
     const int64_t n_rows = tokens.numel(), vocab = table.dim(0), d = table.dim(1);
     const int32_t* tok = tokens.i32();
     const float* tab = table.f32();
@@ -48,7 +41,8 @@ void CpuOps::embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& 
 // dtable[tokens[n], :] += dout[n, :], for n = 0, 1, ... in order, so a token repeated in the batch sums its rows
 // in position order (deterministic, no atomics).
 void CpuOps::embedding_backward(Tensor& dtable, const Tensor& tokens, const Tensor& dout) {
-    check_embedding("embedding_backward", dout, tokens, dtable);
+    const OpTimer timer(*this, "embedding_backward");
+    check_embedding_backward(dtable, tokens, dout);
     const int64_t n_rows = tokens.numel(), vocab = dtable.dim(0), d = dtable.dim(1);
     const int32_t* tok = tokens.i32();
     const float* g = dout.f32();

@@ -15,6 +15,7 @@ static float sign_of(float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0
 
 void CpuOps::lion_update(Tensor& param, const Tensor& grad, Tensor& m, float lr, float beta1, float beta2,
                          float weight_decay) {
+    const OpTimer timer(*this, "lion_update");
     check_optimizer_tensors("lion_update", Device::cpu, {{"param", &param}, {"grad", &grad}, {"m", &m}});
     const float decay = decoupled_decay(lr, weight_decay);
     const float one_minus_b1 = 1.0f - beta1, one_minus_b2 = 1.0f - beta2;

@@ -12,6 +12,7 @@
 namespace nb {
 
 void CpuOps::mars_correction(Tensor& c, const Tensor& grad, const Tensor& last_grad, float scale) {
+    const OpTimer timer(*this, "mars_correction");
     check_optimizer_tensors("mars_correction", Device::cpu, {{"c", &c}, {"grad", &grad}, {"last_grad", &last_grad}});
     float* cp = c.f32();
     const float *g = grad.f32(), *last = last_grad.f32();
@@ -20,6 +21,7 @@ void CpuOps::mars_correction(Tensor& c, const Tensor& grad, const Tensor& last_g
 
 void CpuOps::mars_update(Tensor& param, const Tensor& c, const Tensor& grad, Tensor& last_grad, Tensor& m, Tensor& v,
                          double c_norm, const MarsScalars& s) {
+    const OpTimer timer(*this, "mars_update");
     check_optimizer_tensors("mars_update", Device::cpu,
                             {{"param", &param}, {"c", &c}, {"grad", &grad}, {"last_grad", &last_grad}, {"m", &m},
                              {"v", &v}});

@@ -9,6 +9,7 @@
 namespace nb {
 
 void CpuOps::muon_momentum(Tensor& update, const Tensor& grad, Tensor& momentum, float mu, bool nesterov) {
+    const OpTimer timer(*this, "muon_momentum");
     check_optimizer_tensors("muon_momentum", Device::cpu,
                             {{"update", &update}, {"grad", &grad}, {"momentum", &momentum}});
     float *u = update.f32(), *buf = momentum.f32();
@@ -21,6 +22,7 @@ void CpuOps::muon_momentum(Tensor& update, const Tensor& grad, Tensor& momentum,
 }
 
 void CpuOps::muon_apply(Tensor& param, const Tensor& ortho, float lr, float scale, float weight_decay) {
+    const OpTimer timer(*this, "muon_apply");
     check_optimizer_tensors("muon_apply", Device::cpu, {{"param", &param}, {"ortho", &ortho}});
     const float decay = decoupled_decay(lr, weight_decay);
     float* p = param.f32();

@@ -48,6 +48,7 @@ void newton_schulz5(const float* g, float* out, int64_t rows, int64_t cols, int 
 
 // The batch is only a calling convention here: each matrix is its own f32 problem.
 void CpuOps::newton_schulz(const std::vector<Tensor*>& outs, const std::vector<const Tensor*>& ins, int steps) {
+    const OpTimer timer(*this, "newton_schulz");
     const MatrixBatch batch = check_matrix_batch("newton_schulz", Device::cpu, outs, ins);
     for (size_t i = 0; i < ins.size(); ++i)
         newton_schulz5(ins[i]->f32(), outs[i]->f32(), batch.rows, batch.cols, steps);

@@ -5,37 +5,18 @@
 // the reference backend, and double sums make its rows independent of summation order effects at large d;
 // the per-element arithmetic stays float.
 #include <cmath>
-#include <stdexcept>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "src/cpu/cpu_ops.h"
+#include "src/ops/layer_checks.h"
 
 namespace nb {
-
-namespace {
-
-// Rows of x, after checking x [N, d], gain [d], and the other per-element tensor (y or dy) and rstd [N].
-int64_t check_rmsnorm(const char* op, const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& gain) {
-    const bool ok = x.rank() >= 1 && gain.rank() == 1 && x.dim(-1) == gain.dim(0) && y.numel() == x.numel() &&
-                    y.rank() >= 1 && y.dim(-1) == x.dim(-1) &&
-                    (gain.dim(0) == 0 || rstd.numel() == x.numel() / gain.dim(0));
-    if (!ok)
-        throw std::invalid_argument(
-            fmt::format("{}: expected x [N, d], gain [d], y/dy [N, d], rstd [N]; got x {}, "
-                        "gain {}, y/dy {}, rstd {}",
-                        op, shape_string(x.shape()), shape_string(gain.shape()), shape_string(y.shape()),
-                        shape_string(rstd.shape())));
-    return gain.dim(0) == 0 ? 0 : x.numel() / gain.dim(0);
-}
-
-}  // namespace
 
 // rstd[n] = 1 / sqrt(sum_j x[n,j]^2 / d + eps)     (double, rounded once to float)
 // y[n,j]  = (x[n,j] * rstd[n]) * gain[j]           (float, the order of HF LlamaRMSNorm)
 void CpuOps::rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& gain, float eps) {
-    const int64_t n_rows = check_rmsnorm("rmsnorm_forward", y, rstd, x, gain), d = gain.dim(0);
+    const OpTimer timer(*this, "rmsnorm_forward");
+    const int64_t n_rows = check_rmsnorm_forward(y, rstd, x, gain), d = gain.dim(0);
     const float* xp = x.f32();
     const float* g = gain.f32();
     float* yp = y.f32();
@@ -56,11 +37,8 @@ void CpuOps::rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Ten
 //   dgain[j] += sum_n dy[n,j] * x[n,j] * rstd[n]       (summed over rows in row order, in double)
 void CpuOps::rmsnorm_backward(Tensor& dx, Tensor& dgain, const Tensor& dy, const Tensor& x, const Tensor& gain,
                               const Tensor& rstd) {
-    const int64_t n_rows = check_rmsnorm("rmsnorm_backward", dy, rstd, x, gain), d = gain.dim(0);
-    if (dx.numel() != x.numel() || dgain.numel() != d)
-        throw std::invalid_argument(fmt::format("rmsnorm_backward: dx {} / dgain {} do not match x {} / gain {}",
-                                                shape_string(dx.shape()), shape_string(dgain.shape()),
-                                                shape_string(x.shape()), shape_string(gain.shape())));
+    const OpTimer timer(*this, "rmsnorm_backward");
+    const int64_t n_rows = check_rmsnorm_backward(dx, dgain, dy, x, gain, rstd), d = gain.dim(0);
     const float* xp = x.f32();
     const float* dyp = dy.f32();
     const float* g = gain.f32();

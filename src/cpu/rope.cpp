@@ -7,12 +7,10 @@
 // float table there is (torch computes inv_freq and the angle in float and differs by ~1e-7 * pos at large pos).
 // out may alias x (each pair is read before it is written).
 #include <cmath>
-#include <stdexcept>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "src/cpu/cpu_ops.h"
+#include "src/ops/layer_checks.h"
 
 namespace nb {
 
@@ -51,14 +49,6 @@ const RopeTable& rope_table(int64_t seq_len, int64_t head_dim, float theta) {
     return table;
 }
 
-void check_rope(const char* op, const Tensor& out, const Tensor& x, int64_t seq_len) {
-    if (x.rank() != 3 || out.shape() != x.shape() || x.dim(2) % 2 != 0 || seq_len <= 0 || x.dim(0) % seq_len != 0)
-        throw std::invalid_argument(
-            fmt::format("{}: expected x and out [N, heads, head_dim] with even head_dim and N a "
-                        "multiple of seq_len {}; got x {}, out {}",
-                        op, seq_len, shape_string(x.shape()), shape_string(out.shape())));
-}
-
 // Rotate every (i, i+half) pair of x by +angle (sign = +1, forward) or -angle (sign = -1, the transpose), and
 // write (accumulate = false) or add (accumulate = true) into out.
 void rope_apply(float* out, const float* x, int64_t n_rows, int64_t heads, int64_t head_dim, int64_t seq_len,
@@ -91,7 +81,8 @@ void rope_apply(float* out, const float* x, int64_t n_rows, int64_t heads, int64
 }  // namespace
 
 void CpuOps::rope_forward(Tensor& out, const Tensor& x, int64_t seq_len, float theta) {
-    check_rope("rope_forward", out, x, seq_len);
+    const OpTimer timer(*this, "rope_forward");
+    check_rope_forward(out, x, seq_len);
     rope_apply(out.f32(), x.f32(), x.dim(0), x.dim(1), x.dim(2), seq_len, theta, 1.0f, false);
 }
 
@@ -99,7 +90,8 @@ void CpuOps::rope_forward(Tensor& out, const Tensor& x, int64_t seq_len, float t
 //   din[i]      += dout[i] cos + dout[i+half] sin
 //   din[i+half] += dout[i+half] cos - dout[i] sin
 void CpuOps::rope_backward(Tensor& din, const Tensor& dout, int64_t seq_len, float theta) {
-    check_rope("rope_backward", din, dout, seq_len);
+    const OpTimer timer(*this, "rope_backward");
+    check_rope_backward(din, dout, seq_len);
     rope_apply(din.f32(), dout.f32(), dout.dim(0), dout.dim(1), dout.dim(2), seq_len, theta, -1.0f, true);
 }
 

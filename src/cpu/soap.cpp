@@ -14,6 +14,7 @@ using namespace linalg_checks;
 
 // out[j] = sum_i a[i,j] * b[i,j], i = 0, 1, ...
 void CpuOps::column_dots(Tensor& out, const Tensor& a, const Tensor& b) {
+    const OpTimer timer(*this, "column_dots");
     const auto [m, n] = check_column_dots(out, a, b, Device::cpu);
     const float *ap = a.f32(), *bp = b.f32();
     float* o = out.f32();
@@ -24,6 +25,7 @@ void CpuOps::column_dots(Tensor& out, const Tensor& a, const Tensor& b) {
 
 // dim 0: dst[i,j] = src[index[i], j];  dim 1: dst[i,j] = src[i, index[j]]
 void CpuOps::index_select(Tensor& dst, const Tensor& src, int dim, const std::vector<int64_t>& index) {
+    const OpTimer timer(*this, "index_select");
     check_index_select(dst, src, dim, index, Device::cpu);
     const int64_t rows = dst.dim(0), cols = dst.dim(1), src_cols = src.dim(1);
     const float* s = src.f32();
@@ -38,6 +40,7 @@ void CpuOps::index_select(Tensor& dst, const Tensor& src, int dim, const std::ve
 
 // a[k,k] += s
 void CpuOps::add_to_diagonal(Tensor& a, float s) {
+    const OpTimer timer(*this, "add_to_diagonal");
     const int64_t n = require_square("add_to_diagonal", "a", a, Device::cpu);
     float* p = a.f32();
     for (int64_t k = 0; k < n; ++k) p[k * n + k] += s;
@@ -45,6 +48,7 @@ void CpuOps::add_to_diagonal(Tensor& a, float s) {
 
 // a = torch.lerp(a, b, w): the form whose rounding stays small for this w.
 void CpuOps::lerp_inplace(Tensor& a, const Tensor& b, float w) {
+    const OpTimer timer(*this, "lerp_inplace");
     check_optimizer_tensors("lerp_inplace", Device::cpu, {{"a", &a}, {"b", &b}});
     const int64_t n = a.numel();
     float* ap = a.f32();
@@ -57,6 +61,7 @@ void CpuOps::lerp_inplace(Tensor& a, const Tensor& b, float w) {
 
 // a = a + alpha*b (b may be a)
 void CpuOps::add_scaled_inplace(Tensor& a, const Tensor& b, float alpha) {
+    const OpTimer timer(*this, "add_scaled_inplace");
     check_optimizer_tensors("add_scaled_inplace", Device::cpu, {{"a", &a}, {"b", &b}});
     const int64_t n = a.numel();
     float* ap = a.f32();
@@ -67,6 +72,7 @@ void CpuOps::add_scaled_inplace(Tensor& a, const Tensor& b, float alpha) {
 // m = m*b1 + c1*g ; v = v*b2 + c2*(g*g) ; direction = m / (sqrt(v) + eps)
 void CpuOps::adam_direction(Tensor& direction, Tensor& m, Tensor& v, const Tensor& g, float beta1, float beta2,
                             float eps) {
+    const OpTimer timer(*this, "adam_direction");
     check_optimizer_tensors("adam_direction", Device::cpu,
                             {{"g", &g}, {"m", &m}, {"v", &v}, {"direction", &direction}});
     const int64_t n = g.numel();

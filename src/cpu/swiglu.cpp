@@ -2,22 +2,13 @@
 //
 // gate, up and out have the same shape (any), element-wise in float.
 #include <cmath>
-#include <stdexcept>
-
-#include <fmt/format.h>
 
 #include "src/cpu/cpu_ops.h"
+#include "src/ops/layer_checks.h"
 
 namespace nb {
 
 namespace {
-
-void check_same(const char* op, const Tensor& a, const Tensor& b, const Tensor& c) {
-    if (a.shape() != b.shape() || a.shape() != c.shape())
-        throw std::invalid_argument(fmt::format("{}: all tensors must have one shape; got {}, {}, {}", op,
-                                                shape_string(a.shape()), shape_string(b.shape()),
-                                                shape_string(c.shape())));
-}
 
 // 1 / (1 + exp(-z)): for z < -88 exp(-z) is inf and this is 0, the right limit.
 float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
@@ -25,7 +16,8 @@ float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
 }  // namespace
 
 void CpuOps::swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up) {
-    check_same("swiglu_forward", out, gate, up);
+    const OpTimer timer(*this, "swiglu_forward");
+    check_swiglu_forward(out, gate, up);
     const float *g = gate.f32(), *u = up.f32();
     float* o = out.f32();
     for (int64_t i = 0, n = out.numel(); i < n; ++i) o[i] = g[i] * sigmoid(g[i]) * u[i];
@@ -35,8 +27,8 @@ void CpuOps::swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up) {
 //   dgate += dout * up * s * (1 + z (1 - s))
 //   dup   += dout * silu(z)
 void CpuOps::swiglu_backward(Tensor& dgate, Tensor& dup, const Tensor& dout, const Tensor& gate, const Tensor& up) {
-    check_same("swiglu_backward", dout, gate, up);
-    check_same("swiglu_backward", dgate, dup, gate);
+    const OpTimer timer(*this, "swiglu_backward");
+    check_swiglu_backward(dgate, dup, dout, gate, up);
     const float *g = gate.f32(), *u = up.f32(), *go = dout.f32();
     float *dg = dgate.f32(), *du = dup.f32();
     for (int64_t i = 0, n = gate.numel(); i < n; ++i) {

@@ -1,6 +1,6 @@
 // The float32 scalars of one AdamW step, as torch's kernels see them (torch.optim.AdamW, single-tensor path):
 // the Python-level scalars are computed in double and each rounded to float once. Both backends' AdamW kernels
-// (src/cpu/adamw.cpp, cuda/adamw.cu) take them from here, so their results can agree bit for bit.
+// (src/cpu/adamw.cpp, cuda/adamw_multi.cu) take them from here, so their results can agree bit for bit.
 #pragma once
 
 #include <cmath>

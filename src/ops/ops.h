@@ -1,7 +1,10 @@
 // The op interface: everything a layer or optimizer computes goes through here.
 //
-// One interface, two backends: `CpuOps` (src/cpu/, fp32, the deterministic reference) and, later, `CudaOps`
-// (cuda/). Layer code never knows which backend it runs on.
+// One interface, two backends: `CpuOps` (src/cpu/, fp32, the deterministic reference) and `CudaOps` (cuda/).
+// Layer code never knows which backend it runs on. The interface is cut where its users differ: `LayerOps` are
+// what model/ computes, `OptimizerOps` what optim/ computes (the update rules and linear algebra on optimizer
+// state), both over `OpsCore` (device, allocation, casts, element-wise updates and reductions, which both use);
+// `Ops` is the whole of it, what a backend implements.
 //
 // Conventions, shared by every backend:
 // - Row-major tensors; a "row" is one token: N = batch * seq_len rows.
@@ -20,16 +23,19 @@
 
 namespace nb {
 
-class Ops {
+class OpProfiler;  // src/ops/op_profiler.h
+
+// What layers and optimizers both use.
+class OpsCore {
 public:
-    virtual ~Ops() = default;
+    virtual ~OpsCore() = default;
     virtual Device device() const = 0;
     virtual DType activation_dtype() const = 0;
 
     // A zero-filled tensor on this backend's device: for gradients, which ops accumulate into.
-    virtual Tensor zeros(const Shape& shape, DType dtype) = 0;
+    Tensor zeros(const Shape& shape, DType dtype);  // src/ops/ops.cpp
     // A tensor with undefined contents: for forward outputs, which ops overwrite entirely.
-    virtual Tensor empty(const Shape& shape, DType dtype) = 0;
+    Tensor empty(const Shape& shape, DType dtype);
     Tensor activation(const Shape& shape) { return zeros(shape, activation_dtype()); }
     Tensor f32_zeros(const Shape& shape) { return zeros(shape, DType::f32); }
     Tensor output(const Shape& shape) { return empty(shape, activation_dtype()); }
@@ -46,6 +52,24 @@ public:
     // Waits until every op issued so far has finished (a no-op where ops run synchronously, as on the CPU).
     virtual void synchronize() {}
 
+    // ---- element-wise and reductions ----
+    virtual void add_inplace(Tensor& a, const Tensor& b) = 0;  // a += b
+    virtual void scale_inplace(Tensor& a, float s) = 0;        // a *= s
+    // Sum of x (resp. x^2), accumulated in double in index order.
+    virtual double sum(const Tensor& x) = 0;
+    virtual double sum_squares(const Tensor& x) = 0;
+
+    // The profiler recording this backend's ops (src/ops/op_profiler.h), or null: none is attached.
+    OpProfiler* profiler() const { return profiler_; }
+
+private:
+    friend class OpProfiler;
+    OpProfiler* profiler_ = nullptr;
+};
+
+// The ops of the layers (model/).
+class LayerOps : public virtual OpsCore {
+public:
     // In every op: x, y, dx, dy, q, k, v, gate, up, logits and their gradients are activations; w, table and gain
     // are compute weights (activation dtype); dw, dtable, dgain are f32 parameter gradients; rstd, lse and loss
     // are f32; tokens and targets are i32.
@@ -91,20 +115,12 @@ public:
     // dlogits += dloss * (softmax(logits) - onehot(target)) ; dloss is the same for every row (1/N for a mean).
     virtual void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& lse,
                                         const Tensor& targets, float dloss) = 0;
+};
 
-    // ---- element-wise and reductions ----
-    virtual void add_inplace(Tensor& a, const Tensor& b) = 0;  // a += b
-    virtual void scale_inplace(Tensor& a, float s) = 0;        // a *= s
-    // Sum of x (resp. x^2), accumulated in double in index order.
-    virtual double sum(const Tensor& x) = 0;
-    virtual double sum_squares(const Tensor& x) = 0;
-
+// The ops of the optimizers and delay mitigations (optim/): update rules, and linear algebra on optimizer state.
+class OptimizerOps : public virtual OpsCore {
+public:
     // ---- optimizer kernels ----
-    // One AdamW step exactly as torch.optim.AdamW (decoupled decay, bias correction):
-    //   p *= 1 - lr*wd ; m = b1 m + (1-b1) g ; v = b2 v + (1-b2) g^2
-    //   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
-    virtual void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,
-                              float beta2, float eps, float weight_decay, int64_t step) = 0;
     // DC-ASGD's first-order delay compensation (--delay-fix taylor), on f32 grad and master weights w and the
     // stale compute weights (activation dtype) the gradient was computed at:
     //   grad += ((lambda * grad) * grad) * (w - float(stale))       in that order, each operation rounded
@@ -116,6 +132,9 @@ public:
     // Every operation below is rounded on its own, in the order written; fma(a, b, c) = a*b + c rounded once.
     // Except newton_schulz, the CUDA results are the CPU's bit for bit.
 
+    // ---- AdamW, exactly as torch.optim.AdamW (decoupled decay, bias correction), at step t from 1 ----
+    //   p *= 1 - lr*wd ; m = b1 m + (1-b1) g ; v = b2 v + (1-b2) g^2
+    //   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
     // One parameter of a fused AdamW step: its tensors and its own weight decay (0 for norm gains).
     struct AdamWParamRef {
         Tensor* param;
@@ -124,8 +143,8 @@ public:
         Tensor* v;
         float weight_decay;
     };
-    // adamw_update on every entry (one lr, betas, eps and step; each entry's own weight decay), with the bits of
-    // calling adamw_update on them one by one. CUDA: one kernel launch for all of them (multi-tensor apply).
+    // One AdamW step of every entry (one lr, betas, eps and step; each entry's own weight decay); an entry's bits
+    // do not depend on the others it came with. CUDA: one kernel launch for all of them (multi-tensor apply).
     virtual void adamw_update_multi(const std::vector<AdamWParamRef>& params, float lr, float beta1, float beta2,
                                     float eps, int64_t step) = 0;
 
@@ -227,5 +246,8 @@ public:
     virtual void adam_direction(Tensor& direction, Tensor& m, Tensor& v, const Tensor& g, float beta1, float beta2,
                                 float eps) = 0;
 };
+
+// The whole interface: what a backend implements, and what model/ and optim/ take.
+class Ops : public LayerOps, public OptimizerOps {};
 
 }  // namespace nb

@@ -6,7 +6,7 @@
 #include "optim/muon.h"
 #include "optim/stage_optimizer.h"
 #include "src/core/rng.h"
-#include "src/ops/timed_ops.h"
+#include "src/ops/op_profiler.h"
 
 #include <fmt/format.h>
 
@@ -63,14 +63,15 @@ StepTiming time_training_step(Ops& ops, const ModelConfig& c, int64_t micro_batc
 void print_step_profile(Ops& ops, const ModelConfig& c, int64_t micro_batch_size, int64_t seq_len) {
     StepState state(ops, c, micro_batch_size, seq_len);
     state.step(ops);
-    TimedOps timed(ops);
-    const double seconds = best_seconds(ops, 1, [&] { state.step(timed); });
+    const OpProfiler profiler(ops);
+    const double seconds = best_seconds(ops, 1, [&] { state.step(ops); });
+    const std::vector<OpTime> report = profiler.report();
     double total = 0;
-    for (const auto& t : timed.report()) total += t.seconds;
+    for (const auto& t : report) total += t.seconds;
     fmt::print("  op profile of one step ({:.1f} ms with a synchronisation around every op; ops sum to {:.1f} ms):\n",
                seconds * 1e3, total * 1e3);
     fmt::print("    {:<26} {:>7} {:>10} {:>7}\n", "op", "calls", "ms", "share");
-    for (const auto& t : timed.report())
+    for (const auto& t : report)
         fmt::print("    {:<26} {:>7} {:>10.2f} {:>6.1f}%\n", t.name, t.calls, t.seconds * 1e3, 100 * t.seconds / total);
 }
 

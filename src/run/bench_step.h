@@ -17,7 +17,7 @@ struct StepTiming {
 StepTiming time_training_step(Ops& ops, const ModelConfig& config, int64_t micro_batch_size, int64_t seq_len,
                               int steps);
 
-// One step with every op timed (TimedOps): where the step's time goes, largest first, printed as a table.
+// One step with every op timed (src/ops/op_profiler.h): where its time goes, largest first, as a table.
 void print_step_profile(Ops& ops, const ModelConfig& config, int64_t micro_batch_size, int64_t seq_len);
 
 // Muon's Newton-Schulz over every hidden matrix of the model, batched by shape as Muon::step does it, on the

@@ -364,7 +364,7 @@ TEST_CASE("gemm bench: the bf16 GEMM rate is measurable") {
     CHECK(tflops < 5000.0);
 }
 
-TEST_CASE("adamw_update: 3 steps match the CPU (torch's arithmetic) to <= 2 ulps") {
+TEST_CASE("adamw_update_multi on one tensor: 3 steps match the CPU (torch's arithmetic) to <= 2 ulps") {
     // Both sides compute the same float operations in the same order (explicitly rounded intrinsics on the
     // GPU, fma at the same two points, IEEE sqrt and division), so the results should be identical; the
     // tolerance of 2 ulps per element is only a margin, and the number of differing elements is reported.
@@ -379,8 +379,8 @@ TEST_CASE("adamw_update: 3 steps match the CPU (torch's arithmetic) to <= 2 ulps
         Tensor g = randn_host(shape, 710 + static_cast<uint64_t>(step), 0.01f);
         g.f32()[0] = 0.0f;  // a zero gradient (v stays 0 on step 1: denom = eps)
         Tensor gd = to_cuda_f32(g, ops);
-        cpu.adamw_update(p, g, m, v, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, step);
-        ops.adamw_update(pd, gd, md, vd, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, step);
+        cpu.adamw_update_multi({{&p, &g, &m, &v, 0.1f}}, 3e-4f, 0.9f, 0.95f, 1e-8f, step);
+        ops.adamw_update_multi({{&pd, &gd, &md, &vd, 0.1f}}, 3e-4f, 0.9f, 0.95f, 1e-8f, step);
         int64_t diff_p = 0, diff_m = 0, diff_v = 0;
         const int64_t ulp_p = max_ulp_distance(pd, p, &diff_p);
         const int64_t ulp_m = max_ulp_distance(md, m, &diff_m);
@@ -392,8 +392,10 @@ TEST_CASE("adamw_update: 3 steps match the CPU (torch's arithmetic) to <= 2 ulps
         CHECK(ulp_v <= 2);
     }
     Tensor bad = ops.zeros(shape, DType::bf16);
-    CHECK_THROWS_AS(ops.adamw_update(bad, pd, md, vd, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1), std::invalid_argument);
-    CHECK_THROWS_AS(ops.adamw_update(pd, pd, md, vd, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 0), std::invalid_argument);
+    CHECK_THROWS_AS(ops.adamw_update_multi({{&bad, &pd, &md, &vd, 0.0f}}, 1e-3f, 0.9f, 0.95f, 1e-8f, 1),
+                    std::invalid_argument);
+    CHECK_THROWS_AS(ops.adamw_update_multi({{&pd, &pd, &md, &vd, 0.0f}}, 1e-3f, 0.9f, 0.95f, 1e-8f, 0),
+                    std::invalid_argument);
 }
 
 TEST_CASE("delay_compensate: f32 and bf16 stale weights match the CPU bit for bit") {

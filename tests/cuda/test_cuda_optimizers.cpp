@@ -182,13 +182,13 @@ TEST_CASE("muon_momentum and muon_apply: bit for bit as the CPU, Nesterov or not
         }
 }
 
-TEST_CASE("adamw_update_multi: one launch, the bits of adamw_update tensor by tensor (and of the CPU)") {
+TEST_CASE("adamw_update_multi: one launch, the bits of one launch per tensor (and of the CPU)") {
     CudaOps& ops = cuda_ops();
     CpuOps cpu;
     // Sizes around the kernel's 64Ki-element chunks, a single element, and one over 1M elements.
     const std::vector<int64_t> sizes = {1, 7, 1000, 65536, 65537, 300001, (int64_t{1} << 20) + 3};
     std::vector<Twin> p, m, v;                 // fused, and the CPU
-    std::vector<Tensor> p1, m1, v1;            // CUDA adamw_update one tensor at a time
+    std::vector<Tensor> p1, m1, v1;            // CUDA adamw_update_multi one tensor at a time
     std::vector<float> decay;
     for (size_t i = 0; i < sizes.size(); ++i) {
         const Shape shape = {sizes[i]};
@@ -207,7 +207,7 @@ TEST_CASE("adamw_update_multi: one launch, the bits of adamw_update tensor by te
         for (size_t i = 0; i < sizes.size(); ++i) {
             fused.push_back({&p[i].dev, &g[i].dev, &m[i].dev, &v[i].dev, decay[i]});
             reference.push_back({&p[i].host, &g[i].host, &m[i].host, &v[i].host, decay[i]});
-            ops.adamw_update(p1[i], g[i].dev, m1[i], v1[i], 3e-4f, 0.9f, 0.95f, 1e-8f, decay[i], step);
+            ops.adamw_update_multi({{&p1[i], &g[i].dev, &m1[i], &v1[i], decay[i]}}, 3e-4f, 0.9f, 0.95f, 1e-8f, step);
         }
         ops.adamw_update_multi(fused, 3e-4f, 0.9f, 0.95f, 1e-8f, step);
         cpu.adamw_update_multi(reference, 3e-4f, 0.9f, 0.95f, 1e-8f, step);

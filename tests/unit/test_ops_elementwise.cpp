@@ -62,7 +62,7 @@ TEST_CASE("sum and sum_squares accumulate in double in index order") {
 // Expected bits from Debian's torch 1.13: torch.optim.AdamW(lr, betas=(b1, b2), eps, weight_decay, foreach=False),
 // with every hyperparameter the float32 value below, three steps, 19 elements (16 in the vector body, 3 in the
 // scalar tail of torch's kernels).
-TEST_CASE("adamw_update matches torch.optim.AdamW bit for bit") {
+TEST_CASE("adamw_update_multi matches torch.optim.AdamW bit for bit") {
     CpuOps ops;
     Tensor p = from_floats({0.5f, -1.25f, 2.0f, 0.0f, -0.1f, 3.0f, 0.001f, -7.5f, 0.25f, 1.5f, -2.0f, 0.75f, 0.125f,
                             -0.3f, 4.0f, -0.05f, 0.6f, 0.9f, -1.1f});
@@ -90,17 +90,21 @@ TEST_CASE("adamw_update matches torch.optim.AdamW bit for bit") {
                    0x408f342bu, 0x42bf5e72u, 0x432cfd68u, 0x43121521u, 0x429ba7afu, 0x40bfb951u, 0x4283684bu,
                    0x3d9149bfu, 0x419b56c7u, 0x42956a61u, 0x40e0f59eu, 0x41052a7du});
     Tensor m = Tensor::zeros({19}), v = Tensor::zeros({19});
-    for (size_t s = 0; s < grads.size(); ++s)
-        ops.adamw_update(p, from_bits(grads[s]), m, v, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, static_cast<int64_t>(s) + 1);
+    for (size_t s = 0; s < grads.size(); ++s) {
+        const Tensor g = from_bits(grads[s]);
+        ops.adamw_update_multi({{&p, &g, &m, &v, 0.1f}}, 3e-3f, 0.9f, 0.95f, 1e-8f, static_cast<int64_t>(s) + 1);
+    }
     CHECK(bitwise_equal(p, want_p));
     CHECK(bitwise_equal(m, want_m));
     CHECK(bitwise_equal(v, want_v));
 }
 
-TEST_CASE("adamw_update rejects mismatched tensors and step 0") {
+TEST_CASE("adamw_update_multi rejects mismatched tensors and step 0") {
     CpuOps ops;
     Tensor p = Tensor::zeros({4}), g = Tensor::zeros({4}), m = Tensor::zeros({4}), v = Tensor::zeros({3});
-    CHECK_THROWS_AS(ops.adamw_update(p, g, m, v, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1), std::invalid_argument);
+    CHECK_THROWS_AS(ops.adamw_update_multi({{&p, &g, &m, &v, 0.0f}}, 1e-3f, 0.9f, 0.999f, 1e-8f, 1),
+                    std::invalid_argument);
     Tensor v4 = Tensor::zeros({4});
-    CHECK_THROWS_AS(ops.adamw_update(p, g, m, v4, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0), std::invalid_argument);
+    CHECK_THROWS_AS(ops.adamw_update_multi({{&p, &g, &m, &v4, 0.0f}}, 1e-3f, 0.9f, 0.999f, 1e-8f, 0),
+                    std::invalid_argument);
 }
