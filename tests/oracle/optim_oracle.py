@@ -171,6 +171,11 @@ def replay_and_compare(args, checker, optimizer, runs, replay):
     checker.finish()
 
 
+def main(doc, optimizer, runs, replay):
+    """An oracle script's whole main: its flags, then replay_and_compare over runs(lr32)."""
+    replay_and_compare(parse_args(doc), Checker(), optimizer, runs(lr32), replay)
+
+
 def parse_args(doc):
     ap = argparse.ArgumentParser(description=doc)
     ap.add_argument("--dump", required=True, help="the dump_optimizer binary")

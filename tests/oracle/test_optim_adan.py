@@ -72,19 +72,16 @@ def replay(case, hp):
     return weights, state
 
 
-def main():
-    args = oo.parse_args(__doc__)
-    checker = oo.Checker()
-    r = oo.lr32
-    runs = [
+def runs(r):
+    """(label, flags, hyperparameters) of each replayed run; `r` rounds a value to float32 as the C++ side has it."""
+    return [
         ("defaults", ["--lr", 1e-2, "--weight-decay", 0.1], dict(PUBLISHED, weight_decay=r(0.1))),
         ("custom", ["--lr", 1e-2, "--beta1", 0.9, "--beta2", 0.8, "--beta3", 0.95, "--eps", 1e-6,
                     "--weight-decay", 1.0],
          dict(betas=(r(0.9), r(0.8), r(0.95)), eps=r(1e-6), weight_decay=r(1.0))),
         ("tiny", ["--lr", 1e-2, "--weight-decay", 0.1, "--grad-scale", 1e-6], dict(PUBLISHED, weight_decay=r(0.1))),
     ]
-    oo.replay_and_compare(args, checker, "adan", runs, replay)
 
 
 if __name__ == "__main__":
-    main()
+    oo.main(__doc__, "adan", runs, replay)

@@ -42,17 +42,14 @@ def replay(case, hp):
     return weights, state
 
 
-def main():
-    args = oo.parse_args(__doc__)
-    checker = oo.Checker()
-    r = oo.lr32
-    runs = [
+def runs(r):
+    """(label, flags, hyperparameters) of each replayed run; `r` rounds a value to float32 as the C++ side has it."""
+    return [
         ("defaults", ["--lr", 1e-3, "--weight-decay", 0.1], dict(PUBLISHED, weight_decay=r(0.1))),
         ("custom", ["--lr", 1e-3, "--beta1", 0.8, "--beta2", 0.95, "--weight-decay", 0.3],
          dict(betas=(r(0.8), r(0.95)), weight_decay=r(0.3))),
     ]
-    oo.replay_and_compare(args, checker, "lion", runs, replay)
 
 
 if __name__ == "__main__":
-    main()
+    oo.main(__doc__, "lion", runs, replay)

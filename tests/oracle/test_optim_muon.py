@@ -82,11 +82,9 @@ def replay(case, hp):
     return weights, state
 
 
-def main():
-    args = oo.parse_args(__doc__)
-    checker = oo.Checker()
-    r = oo.lr32
-    runs = [
+def runs(r):
+    """(label, flags, hyperparameters) of each replayed run; `r` rounds a value to float32 as the C++ side has it."""
+    return [
         ("defaults", ["--lr", 0.02, "--adam-lr", 3e-3, "--weight-decay", 0.1],
          dict(PUBLISHED, adam_lr=r(3e-3), weight_decay=r(0.1))),
         ("custom", ["--lr", 0.02, "--momentum", 0.9, "--nesterov", "false", "--ns-steps", 4, "--weight-decay", 0.05,
@@ -96,8 +94,7 @@ def main():
               adam_betas=(r(0.8), r(0.99)), adam_eps=r(1e-8), adam_weight_decay=r(0.2))),
         ("tiny", ["--lr", 0.02, "--weight-decay", 0.1, "--grad-scale", 1e-6], dict(PUBLISHED, weight_decay=r(0.1))),
     ]
-    oo.replay_and_compare(args, checker, "muon", runs, replay)
 
 
 if __name__ == "__main__":
-    main()
+    oo.main(__doc__, "muon", runs, replay)

@@ -13,21 +13,10 @@
 
 #include "model/config.h"
 #include "src/plan/train_options.h"
+#include "tests/unit/test_util.h"
 
 namespace nb::test {
 
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/nb_test_pipeline_XXXXXX";
-        REQUIRE(::mkdtemp(tmpl) != nullptr);
-        path = tmpl;
-    }
-    ~TempDir() { std::filesystem::remove_all(path); }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    std::string file(const std::string& name) const { return path + "/" + name; }
-};
 
 // The command-line tests' corpus (tests/cli/lib.sh), a few hundred short lines of bytes.
 inline std::string write_corpus(const TempDir& dir) {

@@ -21,6 +21,7 @@
 #include "src/data/token_files.h"
 #include "src/core/error.h"
 #include "src/core/tensor.h"
+#include "tests/unit/test_util.h"
 
 using nb::BatchLoader;
 using nb::LoaderPosition;
@@ -30,16 +31,7 @@ using nb::TokenCorpus;
 
 namespace {
 
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/nb_test_data_XXXXXX";
-        REQUIRE(::mkdtemp(tmpl) != nullptr);
-        path = tmpl;
-    }
-    ~TempDir() { std::filesystem::remove_all(path); }
-    std::string file(const std::string& name) const { return path + "/" + name; }
-};
+using nb::test::TempDir;
 
 void write_bytes(const std::string& path, const std::string& bytes) {
     std::ofstream out(path, std::ios::binary);

@@ -13,18 +13,11 @@
 
 #include "src/core/error.h"
 #include "src/core/metrics_writer.h"
+#include "tests/unit/test_util.h"
 
 namespace {
 
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/nb_test_metrics_XXXXXX";
-        REQUIRE(::mkdtemp(tmpl) != nullptr);
-        path = tmpl;
-    }
-    ~TempDir() { std::filesystem::remove_all(path); }
-};
+using nb::test::TempDir;
 
 // A JSON value as this test needs it: null, number (kept as text and as double), string.
 struct JsonValue {
