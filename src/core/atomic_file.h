@@ -1,0 +1,22 @@
+// Writing a file so that it is either all there or not there at all (checkpoints, DESIGN section 8): the bytes
+// go to a temporary name beside the target, are flushed and fsynced, the temporary is renamed onto the target
+// (rename is atomic within one file system), and the directory is fsynced so that the rename itself survives a
+// crash. A reader therefore never sees a half-written file under the target's name; a crash leaves at most a
+// stray "*.tmp.<pid>" file, never a damaged target.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace nb {
+
+// nb::RuntimeError naming `path` and the system's reason when any step fails (the temporary is removed then).
+void write_file_atomically(const std::string& path, std::string_view bytes);
+
+// The whole file, or nb::RuntimeError naming `path` and the system's reason.
+std::string read_whole_file(const std::string& path);
+
+// fsync of a directory (after creating or removing entries in it); nb::RuntimeError naming it on failure.
+void sync_directory(const std::string& dir);
+
+}  // namespace nb

@@ -1,0 +1,143 @@
+// The checkpoint's building blocks (src/core/tensor_file.h, src/core/atomic_file.h): named tensors round-trip
+// bit for bit; every way a file can be damaged is an nb::RuntimeError naming the file, never a crash or a read
+// outside the bytes (a bounded randomized search over bit flips, truncations and random bytes); a file written
+// atomically is either the old one or the new one.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include "src/core/atomic_file.h"
+#include "src/core/error.h"
+#include "src/core/tensor_file.h"
+#include "tests/unit/test_util.h"
+
+namespace nb {
+
+namespace {
+
+std::string runtime_error(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const RuntimeError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+struct Sample {
+    Tensor w = Tensor::zeros({3, 5}, DType::f32);
+    Tensor b = Tensor::zeros({4}, DType::bf16);
+    Tensor ids = Tensor::zeros({2, 2}, DType::i32);
+    Tensor scalar = Tensor::zeros({}, DType::f32);
+    Tensor none = Tensor::zeros({0, 7}, DType::f32);
+    Sample() {
+        for (int i = 0; i < w.numel(); ++i) w.f32()[i] = 0.25f * static_cast<float>(i) - 1.0f;
+        auto* raw = static_cast<uint16_t*>(b.data());
+        for (int i = 0; i < 4; ++i) raw[i] = static_cast<uint16_t>(0x3f80 + i);
+        for (int i = 0; i < 4; ++i) static_cast<int32_t*>(ids.data())[i] = 1000 * i - 7;
+        scalar.f32()[0] = 3.5f;
+    }
+    std::vector<std::pair<std::string, const Tensor*>> named() const {
+        return {{"weights.layers.0.attn.wq", &w}, {"exp_avg.b", &b}, {"ids", &ids}, {"step", &scalar}, {"empty", &none}};
+    }
+};
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+    return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.bytes()) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("tensor file: named tensors round-trip in order, bit for bit") {
+    const Sample s;
+    const auto named = s.named();
+    const std::string bytes = encode_named_tensors(named);
+    const auto back = decode_named_tensors(bytes, "mem");
+    REQUIRE(back.size() == named.size());
+    for (size_t i = 0; i < named.size(); ++i) {
+        CHECK(back[i].name == named[i].first);
+        CHECK(same_bits(back[i].tensor, *named[i].second));
+    }
+    CHECK(decode_named_tensors(encode_named_tensors({}), "mem").empty());
+    CHECK_THROWS_AS(encode_named_tensors({{"a", &s.w}, {"a", &s.b}}), std::invalid_argument);
+    CHECK_THROWS_AS(encode_named_tensors({{"", &s.w}}), std::invalid_argument);
+}
+
+TEST_CASE("tensor file: each kind of damage is one error naming the file and what is wrong") {
+    const Sample s;
+    const std::string good = encode_named_tensors(s.named());
+    CHECK(runtime_error([&] { decode_named_tensors("", "f.bin"); }) ==
+          "'f.bin': not a nobubble tensor file (no NBSTATE1 header)");
+    CHECK(runtime_error([&] { decode_named_tensors("NBSTATE2" + good.substr(8), "f.bin"); }).find("no NBSTATE1") !=
+          std::string::npos);
+    CHECK(runtime_error([&] { decode_named_tensors(good.substr(0, good.size() - 1), "f.bin"); })
+              .find("'f.bin': truncated: a data size needs 8 bytes at offset") == 0);  // the last tensor is empty
+    CHECK(runtime_error([&] { decode_named_tensors(good + "x", "f.bin"); }) ==
+          "'f.bin': 1 bytes after the last of its 5 tensors");
+    std::string bad_dtype = good;
+    bad_dtype[8 + 8 + 4 + std::strlen("weights.layers.0.attn.wq")] = 9;
+    CHECK(runtime_error([&] { decode_named_tensors(bad_dtype, "f.bin"); }) ==
+          "'f.bin': tensor 'weights.layers.0.attn.wq' has unknown dtype code 9");
+    std::string huge_count = good;
+    const uint64_t count = uint64_t{1} << 60;
+    std::memcpy(huge_count.data() + 8, &count, sizeof count);
+    CHECK(runtime_error([&] { decode_named_tensors(huge_count, "f.bin"); }).find("says 1152921504606846976 tensors") !=
+          std::string::npos);
+    // A dimension that would need more bytes than the file has (and would overflow a size computed naively).
+    std::string huge_dim = good;
+    const int64_t dim = int64_t{1} << 62;
+    std::memcpy(huge_dim.data() + 8 + 8 + 4 + std::strlen("weights.layers.0.attn.wq") + 2, &dim, sizeof dim);
+    CHECK(runtime_error([&] { decode_named_tensors(huge_dim, "f.bin"); }) ==
+          "'f.bin': tensor 'weights.layers.0.attn.wq' is larger than the file");
+}
+
+TEST_CASE("tensor file: random damage never crashes or reads outside the bytes (3000 cases)") {
+    const Sample s;
+    const std::string good = encode_named_tensors(s.named());
+    std::mt19937_64 rng(20261201);
+    int errors = 0, decoded = 0;
+    for (int c = 0; c < 3000; ++c) {
+        std::string bytes = good;
+        switch (c % 3) {
+            case 0:  // flip 1-4 bits
+                for (int k = 0; k <= static_cast<int>(rng() % 4); ++k)
+                    bytes[rng() % bytes.size()] ^= static_cast<char>(1 << (rng() % 8));
+                break;
+            case 1: bytes.resize(rng() % bytes.size()); break;  // truncate
+            default:                                             // random bytes behind a valid header
+                bytes = bytes.substr(0, 8);
+                for (size_t k = rng() % 200; k > 0; --k) bytes += static_cast<char>(rng());
+        }
+        try {
+            decode_named_tensors(bytes, "fuzz.bin");
+            ++decoded;  // a flip inside the data: the manifest's sha256 is what catches that
+        } catch (const RuntimeError& e) {
+            CHECK(std::string(e.what()).find("'fuzz.bin': ") == 0);
+            ++errors;
+        }
+    }
+    CHECK(errors > 1000);
+    CHECK(decoded > 0);
+}
+
+TEST_CASE("atomic file: the target holds the old bytes or the new, no temporary is left, errors name the path") {
+    test::TempDir dir;
+    const std::string path = dir.file("stage_0.bin");
+    write_file_atomically(path, "first");
+    CHECK(read_whole_file(path) == "first");
+    write_file_atomically(path, std::string(100000, 'z'));
+    CHECK(read_whole_file(path) == std::string(100000, 'z'));
+    int entries = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir.path)) entries += e.is_regular_file();
+    CHECK(entries == 1);
+    const std::string missing = dir.file("no/such/dir/x.bin");
+    CHECK(runtime_error([&] { write_file_atomically(missing, "x"); }).find("cannot create '" + missing + ".tmp.") ==
+          0);
+    CHECK(runtime_error([&] { read_whole_file(missing); }) ==
+          "cannot open '" + missing + "': No such file or directory");
+}
+
+}  // namespace nb
