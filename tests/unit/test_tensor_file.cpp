@@ -18,14 +18,7 @@ namespace nb {
 
 namespace {
 
-std::string runtime_error(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const RuntimeError& e) {
-        return e.what();
-    }
-    return "";
-}
+using test::runtime_error;
 
 struct Sample {
     Tensor w = Tensor::zeros({3, 5}, DType::f32);

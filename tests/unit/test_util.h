@@ -27,15 +27,18 @@ struct TempDir {
     std::string file(const std::string& name) const { return path + "/" + name; }
 };
 
-// The message of the nb::UsageError that `f` throws, or "" if it throws none.
-inline std::string usage_error(const std::function<void()>& f) {
+// The message of the `E` that `f` throws, or "" if it throws none (another exception escapes).
+template <typename E>
+std::string message_of(const std::function<void()>& f) {
     try {
         f();
-    } catch (const nb::UsageError& e) {
+    } catch (const E& e) {
         return e.what();
     }
     return "";
 }
+inline std::string usage_error(const std::function<void()>& f) { return message_of<nb::UsageError>(f); }
+inline std::string runtime_error(const std::function<void()>& f) { return message_of<nb::RuntimeError>(f); }
 
 inline bool contains(const std::string& haystack, const std::string& needle) {
     return haystack.find(needle) != std::string::npos;
