@@ -1,6 +1,6 @@
-// PipelineSetup: what every stage of one pipeline run agrees on before it starts, computed from the options
-// alone, so that every rank computes the same one (and so rejects a bad command line with the same error,
-// before any training or communication).
+// PipelineSetup: what every stage of one pipeline run agrees on before it starts, computed from the run's
+// validated plan alone (src/plan/run_plan.h, which has already rejected a bad command line identically on every
+// rank), so that every rank computes the same one before any training or communication.
 #pragma once
 
 #include <cstdint>
