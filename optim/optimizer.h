@@ -36,6 +36,8 @@ public:
 
     // Steps completed so far: 0 before the first step; the first step runs with t = 1 (as torch).
     virtual int64_t steps_taken() const = 0;
+    // A resumed run's count (its state tensors' contents restored beside it); std::logic_error when negative.
+    virtual void restore_steps_taken(int64_t steps) = 0;
 
     // Every state tensor, named "<state>.<param name>" (e.g. "exp_avg.layers.0.attn.wq"), in a fixed order:
     // state by state, each in layout order. The pointers stay valid for the optimizer's lifetime; a checkpoint

@@ -15,6 +15,11 @@ std::vector<std::pair<std::string, Tensor*>> OptimizerState::named() {
     return out;
 }
 
+void StatefulOptimizer::restore_steps_taken(int64_t steps) {
+    if (steps < 0) throw std::logic_error(fmt::format("{}: restore_steps_taken({}): negative", name(), steps));
+    steps_ = steps;
+}
+
 void check_step_arguments(const char* optimizer, const ParamLayout& layout, const TensorSet& weights,
                           const TensorSet& grads) {
     if (weights.size() != layout.size() || grads.size() != layout.size())

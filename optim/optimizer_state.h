@@ -53,6 +53,7 @@ private:
 class StatefulOptimizer : public Optimizer {
 public:
     int64_t steps_taken() const override { return steps_; }
+    void restore_steps_taken(int64_t steps) override;
     std::vector<std::pair<std::string, Tensor*>> state_tensors() override { return state_.named(); }
 
 protected:

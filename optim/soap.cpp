@@ -196,6 +196,11 @@ void Soap::update_preconditioner(Ops& ops, Slot& slot, const Tensor& g, int64_t 
     ops.cast(slot.m, m_projected);
 }
 
+void Soap::restore_steps_taken(int64_t steps) {
+    if (steps < 0) throw std::logic_error(fmt::format("soap: restore_steps_taken({}): negative", steps));
+    steps_taken_ = steps;
+}
+
 std::vector<std::pair<std::string, Tensor*>> Soap::state_tensors() {
     std::vector<std::pair<std::string, Tensor*>> out;
     for (Slot& slot : slots_) out.emplace_back("exp_avg." + slot.name, &slot.m);

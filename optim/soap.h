@@ -65,6 +65,7 @@ public:
     void step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) override;
     // Calls to step() so far, the skipped first one included: the reference's s is steps_taken() - 1.
     int64_t steps_taken() const override { return steps_taken_; }
+    void restore_steps_taken(int64_t steps) override;
     // In this order, each group in layout order: "exp_avg.<param>" (stored as is: in the eigenbasis, see
     // exp_avg_original_space), "exp_avg_sq.<param>" (also in the eigenbasis), then for the parameters and
     // sides that have them "GG0.<param>", "GG1.<param>", "Q0.<param>", "Q1.<param>" (Q is zero before step 1).

@@ -44,6 +44,7 @@ public:
     std::vector<Tensor> state_in_order();
 
     int64_t steps_taken() const { return optimizer_->steps_taken(); }
+    void restore_steps_taken(int64_t steps) { optimizer_->restore_steps_taken(steps); }
 
 private:
     std::unique_ptr<Optimizer> optimizer_;
