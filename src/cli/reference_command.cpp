@@ -2,6 +2,7 @@
 // exactly the flags of `train` (train_flags.cpp), so that the same command line names the same run.
 #include <fmt/format.h>
 
+#include "src/run/checkpoint.h"
 #include "src/run/reference.h"
 #include "src/cli/train_flags.h"
 
@@ -14,7 +15,9 @@ Command add_reference_command(CLI::App& app) {
     auto flags = std::make_shared<TrainFlags>();
     add_train_flags(*sub, *flags);
     return {sub, [flags] {
-                const reference::ReferenceSummary s = reference::run_reference(make_run_plan(resolve_train_flags(*flags)), stdout);
+                const TrainOptions options = resolve_train_flags(*flags);
+                refuse_checkpoint_flags(options, "`nobubble reference`");
+                const reference::ReferenceSummary s = reference::run_reference(make_run_plan(options), stdout);
                 print_final_lines(stdout, {s.run, s.peak_versions, s.optimizer_sha256});
                 return 0;
             }};

@@ -4,6 +4,7 @@
 // asynchronous schedule, several MPI ranks) is the pipeline executor (src/run/pipeline_driver.h). Under mpirun
 // each rank is one stage, and --stages defaults to the number of ranks.
 #include "src/core/mpi_env.h"
+#include "src/run/checkpoint.h"
 #include "src/run/pipeline_driver.h"
 #include "src/cli/train_flags.h"
 
@@ -23,6 +24,7 @@ Command add_train_command(CLI::App& app) {
                     print_final_lines(stdout, {.run = run_training(plan, stdout)});
                     return 0;
                 }
+                refuse_checkpoint_flags(o, "the pipeline executor");
                 if (std::optional<PipelineSummary> summary = run_pipeline_training(plan, stdout)) {
                     // On stage 0 only, as `nobubble reference` prints them.
                     print_final_lines(stdout, {summary->run, summary->peak_versions, summary->optimizer_sha256});

@@ -82,6 +82,13 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
         ->capture_default_str();
     sub.add_option("--log-interval", o.log_interval, "Print a progress line every N iterations")->capture_default_str();
     sub.add_option("--metrics", o.metrics_path, "Append one JSON object per iteration to this file");
+    sub.add_option("--save", o.save_dir, "Write checkpoints to DIR/step_<t>/ (single-process loop so far)");
+    sub.add_option("--save-interval", o.save_interval, "With --save: a checkpoint after every N optimizer steps and the last");
+    sub.add_option("--save-keep", o.save_keep, "With --save: keep only the K newest complete checkpoints (0: all)")
+        ->capture_default_str();
+    sub.add_option("--load", o.load_path, "Resume from DIR's newest complete checkpoint, or from DIR/step_<t>");
+    sub.add_option("--exit-interval", o.exit_interval,
+                   "Stop after the optimizer step that is a multiple of N (saving first with --save), as Megatron");
     sub.add_option("--trace", o.trace_path,
                    "Write a Chrome/Perfetto trace (JSON) of every stage's forwards, backwards, sends, receives, "
                    "waits and optimizer steps (train only; runs the pipeline executor)");

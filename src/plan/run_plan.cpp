@@ -65,6 +65,16 @@ void check_delay_mitigations(const TrainOptions& o) {
                                      schedule));
 }
 
+void check_checkpoint_flags(const TrainOptions& o) {
+    if (o.save_interval < 0) throw UsageError(fmt::format("--save-interval must be >= 0, got {}", o.save_interval));
+    if (o.save_keep < 0) throw UsageError(fmt::format("--save-keep must be >= 0, got {}", o.save_keep));
+    if (o.exit_interval < 0) throw UsageError(fmt::format("--exit-interval must be >= 0, got {}", o.exit_interval));
+    if (!o.save_dir.empty() && o.save_interval == 0)
+        throw UsageError("--save needs --save-interval N (a checkpoint after every N optimizer steps)");
+    if (o.save_dir.empty() && (o.save_interval > 0 || o.save_keep > 0))
+        throw UsageError("--save-interval and --save-keep go with --save DIR");
+}
+
 void check_fault_flags(const TrainOptions& o) {
     if ((o.fail_at_step >= 0) != (o.fail_rank >= 0))
         throw UsageError("--fail-at-step and --fail-rank go together (test-only fault injection)");
@@ -83,6 +93,7 @@ RunPlan make_run_plan(const TrainOptions& o) {
     plan.schedule.validate();                       // 2bw with m < P; the synchronous steps' counts
     check_clip_scope_and_ties(o);
     check_delay_mitigations(o);
+    check_checkpoint_flags(o);
     check_fault_flags(o);
     return plan;
 }

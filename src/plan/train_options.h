@@ -46,6 +46,13 @@ struct TrainOptions {
     std::string metrics_path;       // --metrics FILE.jsonl
     std::string trace_path;         // --trace FILE.json: Chrome/Perfetto trace of the pipeline, one track per stage
 
+    // Checkpoints (DESIGN section 8; so far the single-process loop's: src/run/checkpoint.h).
+    std::string save_dir;           // --save DIR: checkpoints go to DIR/step_<t>/
+    int64_t save_interval = 0;      // --save-interval N: after every N-th optimizer step (and the last)
+    int save_keep = 0;              // --save-keep K: keep the K newest complete checkpoints (0: all)
+    std::string load_path;          // --load DIR (its newest complete checkpoint) or DIR/step_<t>
+    int64_t exit_interval = 0;      // --exit-interval N: stop (saving first, with --save) after step N, 2N, ...
+
     // Pipeline (the pipeline issue): the schedule and the number of stages. `train` without mpirun and with
     // --stages 1 is the plain single-process loop.
     ScheduleKind schedule = ScheduleKind::one_f_one_b;  // --schedule gpipe | 1f1b | 2bw | pipedream

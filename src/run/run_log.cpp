@@ -26,7 +26,7 @@ void RunLog::iteration(const IterationReport& record, const IterationReport& lin
 TrainSummary RunLog::summary(int64_t steps, std::string weights_sha256) const {
     TrainSummary s = summary_;
     s.steps = steps;
-    s.tokens_per_s = static_cast<double>(tokens_per_iter_ * iterations_) / train_seconds_;
+    s.tokens_per_s = iterations_ > 0 ? static_cast<double>(tokens_per_iter_ * iterations_) / train_seconds_ : 0.0;
     s.weights_sha256 = std::move(weights_sha256);
     return s;
 }

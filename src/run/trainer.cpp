@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "src/run/backend.h"
+#include "src/run/checkpoint.h"
 #include "src/run/run_log.h"
 #include "src/core/error.h"
 #include "model/model_step.h"
@@ -56,8 +57,16 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
     fmt::print(log, "nobubble: model {} ({} parameters) on {}, {} train windows, {} tokens per iteration, {}\n",
                o.model.preset, model.layout().total_numel(), device_name(device), data->train->num_windows(),
                o.tokens_per_iter(), o.describe_update_rule());
+    int64_t first_step = 0;
+    if (!o.load_path.empty()) {
+        const Resumed resumed = load_checkpoint(plan, stage, log);
+        first_step = resumed.step;
+        data->train->seek(resumed.data);
+        refresh_compute_weights(ops, weights, compute_weights);
+    }
 
-    for (int64_t step = 0; step < o.train_iters; ++step) {
+    int64_t steps_run = first_step;
+    for (int64_t step = first_step; step < o.train_iters; ++step) {
         const auto t0 = Clock::now();
         grads.zero();
         double loss_sum = 0;
@@ -79,8 +88,13 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
                 return forward_loss(ops, model, compute_weights, mb);
             });
         run_log.iteration(report);
+        steps_run = step + 1;
+        const bool exits = o.exit_interval > 0 && steps_run % o.exit_interval == 0 && steps_run < o.train_iters;
+        if (!o.save_dir.empty() && (steps_run % o.save_interval == 0 || steps_run == o.train_iters || exits))
+            save_checkpoint(plan, steps_run, stage, data->train->position(), log);
+        if (exits) break;
     }
-    return run_log.summary(o.train_iters, weights_sha256(weights.to(Device::cpu)));
+    return run_log.summary(steps_run, weights_sha256(weights.to(Device::cpu)));
 }
 
 }  // namespace nb
