@@ -113,11 +113,11 @@ const OptimizerFlag& flag_named(std::string_view name) {
     return *flag;
 }
 
+}  // namespace
+
 std::string value_text(const OptimizerFlagValue& value) {
     return std::visit([](auto v) { return fmt::format("{}", v); }, value);
 }
-
-}  // namespace
 
 std::optional<OptimizerFlagValue> constant_default(const FlagDefault& d) {
     return std::visit(

@@ -84,6 +84,8 @@ const OptimizerRow& optimizer_row(std::string_view name);
 std::optional<OptimizerFlagValue> flag_value(const OptimizerConfig& config, const OptimizerFlag& flag);
 void set_flag_value(OptimizerConfig& config, const OptimizerFlag& flag, const OptimizerFlagValue& value);
 bool in_range(FlagRange range, const OptimizerFlagValue& value);
+// The value as the command line writes it ("0.95", "5", "true").
+std::string value_text(const OptimizerFlagValue& value);
 // "in [0, 1)", "> 0", ">= 0", ">= 1"; "" for FlagRange::any.
 std::string_view range_text(FlagRange range);
 

@@ -19,10 +19,6 @@ constexpr const char* kStageFile = "stage_0.bin";
 
 using Identity = std::vector<std::pair<std::string, std::string>>;
 
-std::string text_of(const OptimizerFlagValue& v) {
-    return std::visit([](auto x) { return fmt::format("{}", x); }, v);
-}
-
 Identity identity_of(const RunPlan& plan) {
     const TrainOptions& o = plan.options;
     const ModelConfig& m = o.model;
@@ -50,7 +46,7 @@ Identity identity_of(const RunPlan& plan) {
     };
     const OptimizerConfig resolved = with_defaults(o.optimizer);
     for (const OptimizerFlag& flag : optimizer_flags())
-        if (const auto value = flag_value(resolved, flag)) id.emplace_back(std::string(flag.name), text_of(*value));
+        if (const auto value = flag_value(resolved, flag)) id.emplace_back(std::string(flag.name), value_text(*value));
     return id;
 }
 
