@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "src/core/atomic_file.h"
 #include "src/core/error.h"
 #include "src/core/metrics_writer.h"
 
@@ -86,14 +87,10 @@ std::string TraceRecorder::to_chrome_json(int num_stages) const {
 }
 
 void TraceRecorder::write_chrome_json(const std::string& path, int num_stages) const {
-    const std::string tmp = path + ".tmp";
-    std::FILE* f = std::fopen(tmp.c_str(), "w");
-    if (!f) throw RuntimeError(fmt::format("--trace '{}': cannot open for writing: {}", path, std::strerror(errno)));
-    const std::string json = to_chrome_json(num_stages);
-    const bool ok = std::fwrite(json.data(), 1, json.size(), f) == json.size();
-    if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        throw RuntimeError(fmt::format("--trace '{}': write failed: {}", path, std::strerror(errno)));
+    try {
+        write_file_atomically(path, to_chrome_json(num_stages));
+    } catch (const RuntimeError& e) {
+        throw RuntimeError(fmt::format("--trace '{}': {}", path, e.what()));
     }
 }
 

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "src/core/atomic_file.h"
 #include "src/core/error.h"
 
 namespace nb {
@@ -254,25 +255,12 @@ void write_llmc_shard(const std::string& path, const std::vector<uint16_t>& toke
     header[1] = kLlmcShardVersion;
     header[2] = static_cast<int32_t>(tokens.size());
 
-    const std::string tmp_path = path + ".tmp";
-    std::FILE* f = std::fopen(tmp_path.c_str(), "wb");
-    if (!f) throw RuntimeError(fmt::format("data '{}': cannot create: {}", tmp_path, std::strerror(errno)));
-    bool ok = std::fwrite(header, 1, kLlmcHeaderBytes, f) == kLlmcHeaderBytes;
-    ok = ok && std::fwrite(tokens.data(), sizeof(uint16_t), tokens.size(), f) == tokens.size();
-    int write_errno = errno;
-    if (std::fclose(f) != 0 && ok) {
-        ok = false;
-        write_errno = errno;
-    }
-    if (!ok) {
-        std::remove(tmp_path.c_str());
-        throw RuntimeError(fmt::format("data '{}': write failed: {}", tmp_path, std::strerror(write_errno)));
-    }
-    if (std::rename(tmp_path.c_str(), path.c_str()) != 0) {
-        int err = errno;
-        std::remove(tmp_path.c_str());
-        throw RuntimeError(fmt::format("data '{}': cannot rename '{}' into place: {}", path, tmp_path,
-                                       std::strerror(err)));
+    std::string bytes(reinterpret_cast<const char*>(header), kLlmcHeaderBytes);
+    bytes.append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(uint16_t));
+    try {
+        write_file_atomically(path, bytes);
+    } catch (const RuntimeError& e) {
+        throw RuntimeError(fmt::format("data '{}': {}", path, e.what()));
     }
 }
 

@@ -85,7 +85,7 @@ private:
     mutable int32_t max_token_ = -1;  // -1 until computed
 };
 
-// Writes an llm.c shard (version 1) atomically: to path + ".tmp", then rename(2) over path.
+// Writes an llm.c shard (version 1) atomically (src/core/atomic_file.h).
 void write_llmc_shard(const std::string& path, const std::vector<uint16_t>& tokens);
 
 }  // namespace nb
