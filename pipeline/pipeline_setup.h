@@ -17,8 +17,16 @@ struct PipelineSetup {
     TrainOptions options;
     ScheduleSpec spec;                 // kind, P = options.stages, m, T iterations
     std::vector<StageSpec> cut;        // partition_model: what each stage holds
-    std::vector<StagePlan> plans;      // build_schedule: what each stage runs, in order
+    std::vector<StagePlan> plans;      // build_schedule: what each stage runs, in order (from first_iteration)
     std::vector<ParamLayout> layouts;  // per stage: its parameters, in canonical order
+    // Iterations [first_iteration, end_iteration) run: a resumed run starts after its checkpoint's iteration,
+    // and --exit-interval ends it early (a signal may end it earlier still: pipeline/stop_vote.h).
+    int64_t first_iteration = 0;
+    int64_t end_iteration = 0;
+
+    // With --save: a checkpoint after iteration `iteration` (0-based) when iteration + 1 is a multiple of
+    // --save-interval or the run's last (also the last of an early stop: the runner adds that one).
+    bool saves_after(int64_t iteration) const;
 
     // Parameter tensors per stage (what each contributes to a gather of per-parameter sums).
     std::vector<int64_t> param_tensor_counts() const;
@@ -34,7 +42,9 @@ struct PipelineSetup {
 
 // The setup of a run its plan has validated (src/plan/run_plan.h): the plan's schedule, cut and options, each
 // stage's action list (build_schedule) and parameter layout.
-PipelineSetup make_pipeline_setup(const RunPlan& plan);
+// `first_iteration` > 0 resumes: each plan keeps the actions of iterations >= it, which compute exactly what they
+// would have in the whole run (the versions they name come from the checkpoint; work in flight is redone).
+PipelineSetup make_pipeline_setup(const RunPlan& plan, int64_t first_iteration = 0);
 
 // Under mpirun each rank is one stage: UsageError unless --stages equals the number of ranks.
 void check_stages_match_ranks(const TrainOptions& options, int world_size);

@@ -4,8 +4,9 @@
 // "ef_update.<param>", ...), a stage can be restored from the files of any stage cut, merged: that is what lets
 // a gpipe/1f1b/2bw checkpoint load into another number of stages.
 //
-// The weight versions a schedule still needs (2bw's previous version, PipeDream's stash) are the runner's and the
-// oracle's to add beside these: they are not part of StageState.
+// Beside them go the older weight versions the stage still needs (2bw's previous version, PipeDream's stash),
+// which the runner (pipeline/weight_versions.h) and the oracle (pipeline/weight_history.h) keep, each by its own
+// rule: as "version.<v>.<parameter>", in the backend's compute dtype. Both write the same file for the same state.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +18,18 @@
 
 namespace nb {
 
-// The stage file's bytes: every carried tensor of `state`, in canonical order (device tensors copied to the host).
-std::string encode_stage_state(StageState& state);
+// Older weight versions by version number (each over the stage's layout); the newest is the master itself.
+using OlderVersions = std::map<int64_t, const TensorSet*>;
+
+// The stage file's bytes: every carried tensor of `state`, in canonical order, then each older version in
+// increasing order, its tensors in layout order (device tensors copied to the host).
+std::string encode_stage_state(StageState& state, const OlderVersions& older = {});
+
+// The older versions `saved` holds for `layout`'s parameters, copied onto `device`. nb::RuntimeError naming
+// `source` for a version that lacks one of them or whose tensor has another shape or a dtype other than `dtype`.
+std::map<int64_t, TensorSet> saved_versions(const std::map<std::string, const Tensor*>& saved,
+                                            const ParamLayout& layout, DType dtype, Device device,
+                                            const std::string& source);
 
 // Sets every carried tensor of `state` from `saved` (tensors by name, from one or more stage files) and the
 // optimizer's step count. Checks first, changes after: nb::RuntimeError "'SOURCE': ..." naming the first tensor

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace nb {
@@ -40,6 +41,19 @@ struct StageFinal {
     std::vector<double> to_values() const;
     static StageFinal from_values(const std::vector<double>& values);
     static size_t max_values() { return 5; }
+};
+
+// When a stage has written its checkpoint file of step `step` (pipeline/stage_runner.h): what stage 0 needs to
+// complete the manifest (src/core/checkpoint_dir.h). The sha256's 64 hex digits travel one per double.
+struct CheckpointReport {
+    int64_t bytes = 0;
+    int64_t steps_taken = 0;  // the stage's optimizer steps so far
+    uint64_t data_epoch = 0, data_index = 0;  // the training data's position at the checkpoint
+    std::string sha256;
+
+    std::vector<double> to_values() const;
+    static CheckpointReport from_values(const std::vector<double>& values);
+    static constexpr size_t kValues = 4 + 64;
 };
 
 }  // namespace nb

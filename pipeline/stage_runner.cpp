@@ -2,13 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "src/core/checkpoint_dir.h"
 #include "src/core/error.h"
+#include "src/core/stop_signal.h"
 #include "model/model_step.h"
 #include "optim/grad_clip.h"
+#include "pipeline/stage_checkpoint.h"
 #include "pipeline/stage_report.h"
 #include "pipeline/state_hash.h"
 #include "src/plan/train_progress.h"
@@ -47,7 +51,10 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
       data_(open_train_data(o_)),
       train_reader_(o_),
       val_reader_(o_),
+      vote_(!o_.save_dir.empty(), setup.num_stages(), setup.first_iteration, setup.end_iteration),
       tasks_(stage_tasks(setup, stage, data_->val != nullptr)),
+      next_forward_(setup.first_iteration * o_.num_microbatches),
+      next_backward_(next_forward_),
       meter_(StageClock::Clock::now(), !o_.trace_path.empty()) {
     if (transport.stage() != stage || transport.num_stages() != setup.num_stages())
         throw std::logic_error(fmt::format("stage {} of {} given the transport of stage {} of {}", stage,
@@ -56,6 +63,15 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
 
 std::string StageRunner::next_task() const { return done() ? "done" : describe(tasks_[next_]); }
 
+void StageRunner::restore(const std::map<std::string, const Tensor*>& saved, int64_t steps_taken, LoaderPosition data,
+                          const std::string& source) {
+    std::map<int64_t, TensorSet> older =
+        saved_versions(saved, state_.model.layout(), ops_.activation_dtype(), ops_.device(), source);
+    restore_stage_state(state_, saved, steps_taken, source);
+    versions_.restore(steps_taken, std::move(older), source);
+    data_->train->seek(data);
+}
+
 void StageRunner::start_clock(StageClock::Clock::time_point origin) { meter_.start_clock(origin); }
 
 bool StageRunner::try_advance() {
@@ -63,6 +79,15 @@ bool StageRunner::try_advance() {
     meter_.task_started();
     post_receives_ahead();
     const StageTask& task = tasks_[next_];
+    if (!gate(task)) {
+        meter_.blocked(task, false);
+        return false;
+    }
+    if (vote_.stop_iteration() < setup_.end_iteration && !tasks_dropped_) {
+        drop_tasks_after_stop();
+        return true;  // the next task may be another one now
+    }
+    post_receives_ahead();  // again: the gate may have opened an iteration
     inject_fault(task);
     const bool step_begun_before = step_begun_;
     if (!run(task)) {
@@ -80,19 +105,43 @@ bool StageRunner::try_advance() {
 void StageRunner::post_receives_ahead() {
     const size_t end = std::min(tasks_.size(), next_ + kLookahead);
     const Shape shape = {setup_.rows(), o_.model.hidden_size};
-    for (size_t i = std::max(posted_until_, next_); i < end; ++i) {
+    size_t i = std::max(posted_until_, next_);
+    for (; i < end; ++i) {
         const StageTask& t = tasks_[i];
+        if (iteration_of(setup_, t) > vote_.open_until()) break;  // not known to run yet
         if (t.kind == StageTask::Kind::action &&
             (t.action.type == ActionType::recv_activation || t.action.type == ActionType::recv_gradient))
             transport_.post_recv(t.action.peer, tag_of(t.action), shape, ops_.activation_dtype());
         if (t.kind == StageTask::Kind::evaluate && !first_)
             transport_.post_recv(stage_ - 1, {Channel::eval_activation, t.eval_index}, shape, ops_.activation_dtype());
     }
-    posted_until_ = std::max(posted_until_, end);
+    posted_until_ = std::max(posted_until_, i);
+}
+
+// A task of iteration i may start once the stages' votes say that i runs; the save after iteration i also
+// needs to know whether i + 1 does (if not, i is the last and saves).
+bool StageRunner::gate(const StageTask& task) {
+    const int64_t iteration = iteration_of(setup_, task);
+    return vote_.known(transport_, task.kind == StageTask::Kind::save ? iteration + 1 : iteration);
+}
+
+// The stages agreed to stop before setup.end_iteration: no task of the iterations after the stop has started or
+// posted a receive (gate), so they go, and the run finishes after the last one's save.
+void StageRunner::drop_tasks_after_stop() {
+    const int64_t stop = vote_.stop_iteration();
+    const auto first = tasks_.begin() + static_cast<std::ptrdiff_t>(next_);
+    tasks_.erase(std::remove_if(first, tasks_.end(),
+                                [&](const StageTask& t) {
+                                    return t.kind != StageTask::Kind::finish && iteration_of(setup_, t) >= stop;
+                                }),
+                 tasks_.end());
+    tasks_dropped_ = true;
 }
 
 void StageRunner::inject_fault(const StageTask& task) {
-    if (stage_ != o_.fail_rank || task.kind != StageTask::Kind::action || task.action.step != o_.fail_at_step) return;
+    if (task.kind != StageTask::Kind::action) return;
+    if (stage_ == o_.signal_rank && task.action.step == o_.signal_at_step) record_stop_signal(SIGTERM);
+    if (stage_ != o_.fail_rank || task.action.step != o_.fail_at_step) return;
     throw RuntimeError(fmt::format("injected failure as step {} begins (--fail-at-step {} --fail-rank {})",
                                    o_.fail_at_step, o_.fail_at_step, o_.fail_rank));
 }
@@ -102,7 +151,9 @@ bool StageRunner::run(const StageTask& task) {
         case StageTask::Kind::action: return run_action(task.action);
         case StageTask::Kind::evaluate: return evaluate(task);
         case StageTask::Kind::report: report(task); return true;
-        case StageTask::Kind::finish: finish(); return true;
+        case StageTask::Kind::vote: return vote(task);
+        case StageTask::Kind::save: save(task); return true;
+        case StageTask::Kind::finish: return finish();
     }
     return false;
 }
@@ -279,9 +330,31 @@ void StageRunner::report(const StageTask& task) {
     transport_.send_values(0, {Channel::report, task.iteration}, r.to_values());
 }
 
+// ---- checkpoints ----
+
+bool StageRunner::vote(const StageTask& task) {
+    vote_.vote(transport_, task.iteration, stop_signal_received());
+    return true;
+}
+
+// The stage's file of checkpoint step t = iteration + 1 (its state after the update that ended the iteration),
+// then its size and sha256 to stage 0 (src/run/progress_collector.h writes the manifest once all have come).
+void StageRunner::save(const StageTask& task) {
+    const int64_t step = task.iteration + 1;
+    if (!setup_.saves_after(task.iteration) && step != vote_.stop_iteration()) return;
+    const std::string dir = make_step_dir(o_.save_dir, step);
+    const CheckpointEntry entry = write_checkpoint_file(dir, stage_file_name(stage_),
+                                                       encode_stage_state(state_, versions_.older_versions()));
+    const LoaderPosition data = data_->train->position_after(step * o_.num_microbatches * o_.micro_batch_size);
+    const CheckpointReport r{entry.bytes, state_.optimizer.steps_taken(), data.epoch, data.index, entry.sha256};
+    transport_.send_values(0, {Channel::checkpoint, step}, r.to_values());
+}
+
 // To stage 0: the master weights, the optimizer state (both hashed there, pipeline/state_hash.h), the final
-// values and, with --trace, the timed records.
-void StageRunner::finish() {
+// values and, with --trace, the timed records. Every stop vote started is taken first (MPI wants every
+// collective completed).
+bool StageRunner::finish() {
+    if (!vote_.drain(transport_)) return false;
     for (int i = 0; i < state_.master.size(); ++i) transport_.send(0, {Channel::final_weights, i}, state_.master[i]);
     const std::vector<Tensor> state = state_.optimizer.state_in_order();
     for (size_t i = 0; i < state.size(); ++i)
@@ -291,6 +364,7 @@ void StageRunner::finish() {
     std::optional<std::vector<double>> trace = meter_.finish(f);
     transport_.send_values(0, {Channel::final_values, 0}, f.to_values());
     if (trace) transport_.send_values(0, {Channel::trace, 0}, std::move(*trace));
+    return true;
 }
 
 }  // namespace nb

@@ -20,6 +20,13 @@
 //                     taylor reads the stale version first, which is then let go) at the learning rate of the
 //                     step (the schedule counts optimizer steps), making the next version.
 //
+// Checkpoints (DESIGN section 8): resumed, the runner starts at setup.first_iteration with its state restored
+// (restore(), before the run); with --save its save task writes the stage's file after the update that ends a
+// save iteration (its state, the older weight versions it holds) and tells stage 0, which completes the
+// manifest. No stage waits for a flush: work in flight at a checkpoint is redone on resume from the same
+// versions. The stages agree on an early stop (a signal) by their StopVote (pipeline/stop_vote.h), and a stage
+// starts nothing of an iteration, not even a posted receive, before it knows that the iteration runs.
+//
 // It runs and does not measure: its StageMeter (pipeline/stage_meter.h) does, told by the runner when a try of
 // a task starts, when the task ran or was blocked, when a microbatch's stashes are added and released, and
 // asked for the measured fields of each report (busy and wall time, the most bytes of activation stashes held)
@@ -42,6 +49,7 @@
 #include "pipeline/stage_meter.h"
 #include "pipeline/stage_state.h"
 #include "pipeline/stage_tasks.h"
+#include "pipeline/stop_vote.h"
 #include "pipeline/transport.h"
 #include "pipeline/weight_versions.h"
 #include "src/plan/train_data.h"
@@ -65,6 +73,14 @@ public:
     bool done() const { return next_ >= tasks_.size(); }
     // What the runner does next, e.g. "recv_gradient mb 3 from stage 1" (for deadlock reports).
     std::string next_task() const;
+
+    // Before the run, resuming: the stage's tensors from its checkpoint files (by name, any stage cut), the
+    // optimizer's step count and the training data's position at setup.first_iteration. Checks before it changes
+    // anything (RuntimeError naming `source`).
+    void restore(const std::map<std::string, const Tensor*>& saved, int64_t steps_taken, LoaderPosition data,
+                 const std::string& source);
+    // The stages' agreement on where the run stops (stage 0's collector follows it).
+    const StopVote& stop_vote() const { return vote_; }
 
     int stage() const { return stage_; }
     int64_t train_windows() const { return data_->train->num_windows(); }
@@ -94,7 +110,11 @@ private:
     void finish_step(const Action& a, double norm);
     bool evaluate(const StageTask& task);
     void report(const StageTask& task);
-    void finish();
+    bool finish();
+    bool vote(const StageTask& task);
+    void save(const StageTask& task);
+    bool gate(const StageTask& task);
+    void drop_tasks_after_stop();
 
     MessageTag tag_of(const Action& a) const;
     int64_t iteration_of_microbatch(int64_t microbatch) const;
@@ -112,9 +132,11 @@ private:
     std::unique_ptr<TrainData> data_;
     MicrobatchReader train_reader_, val_reader_;
 
+    StopVote vote_;
     std::vector<StageTask> tasks_;
     size_t next_ = 0;          // the task to run next
     size_t posted_until_ = 0;  // receives of tasks before this are posted
+    bool tasks_dropped_ = false;  // the tasks after an agreed early stop are gone
 
     std::map<int64_t, InFlight> in_flight_;      // by microbatch
     std::map<int64_t, Tensor> activations_in_;   // received, waiting for their forward

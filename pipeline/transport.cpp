@@ -16,6 +16,8 @@ const char* channel_name(Channel channel) {
         case Channel::final_optimizer: return "final_optimizer";
         case Channel::trace: return "trace";
         case Channel::announce: return "announce";
+        case Channel::stop_vote: return "stop_vote";
+        case Channel::checkpoint: return "checkpoint";
     }
     return "?";
 }

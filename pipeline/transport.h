@@ -44,8 +44,10 @@ enum class Channel : uint8_t {
     trace,            // any stage -> stage 0, the stage's timed records for --trace (index 0)
     announce,         // stage s -> s±1, inside the NCCL transport: the header of its device message number
                       // `index` on that link (pipeline/nccl_transport.h); never sent by the runtime itself
+    stop_vote,        // all-gather at the end of iteration `index`: was a stop asked (pipeline/stop_vote.h)
+    checkpoint,       // any stage -> stage 0, its checkpoint file of step `index` is written (size, sha256)
 };
-constexpr int kNumChannels = 10;
+constexpr int kNumChannels = 12;
 const char* channel_name(Channel channel);
 
 struct MessageTag {

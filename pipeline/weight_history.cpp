@@ -46,6 +46,13 @@ int64_t WeightHistory::newest(int stage) const {
     return versions.rbegin()->first;
 }
 
+void WeightHistory::replace(int stage, std::map<int64_t, TensorSet> versions) {
+    versions_of(stage);  // checks the stage
+    versions_[static_cast<size_t>(stage)] = std::move(versions);
+    int& peak = peak_[static_cast<size_t>(stage)];
+    peak = std::max(peak, held(stage));
+}
+
 void WeightHistory::drop_older_than(int stage, int64_t version) {
     versions_of(stage);  // checks the stage
     auto& versions = versions_[static_cast<size_t>(stage)];

@@ -32,6 +32,11 @@ public:
     int64_t newest(int stage) const;
     const TensorSet& newest_weights(int stage) const { return at(stage, newest(stage)); }
 
+    // Every version `stage` holds, by version (a checkpoint saves those older than the newest).
+    const std::map<int64_t, TensorSet>& versions(int stage) const { return versions_of(stage); }
+    // Resuming: `stage` holds exactly `versions` from now on (a checkpoint's, with the newest).
+    void replace(int stage, std::map<int64_t, TensorSet> versions);
+
     // Forgets every version of `stage` older than `version`.
     void drop_older_than(int stage, int64_t version);
 

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "src/core/error.h"
 #include "src/ops/ops.h"
 #include "pipeline/weight_history.h"
 
@@ -60,6 +61,24 @@ void WeightVersions::after_update(int64_t new_version) {
         throw std::logic_error(fmt::format("weight version W{} made after W{}", new_version, newest_));
     refresh_compute_weights(ops_, master_, compute_);
     newest_ = new_version;
+    peak_ = std::max(peak_, held());
+}
+
+std::map<int64_t, const TensorSet*> WeightVersions::older_versions() const {
+    std::map<int64_t, const TensorSet*> older;
+    for (const auto& [version, weights] : snapshots_) older.emplace(version, &weights);
+    return older;
+}
+
+void WeightVersions::restore(int64_t newest, std::map<int64_t, TensorSet> older, const std::string& source) {
+    for (const auto& [version, uses] : uses_left_)
+        if (version < newest && !older.contains(version))
+            throw RuntimeError(fmt::format("'{}': holds no weight version W{}, which this stage uses after W{}",
+                                           source, version, newest));
+    std::erase_if(older, [&](const auto& entry) { return !uses_left_.contains(entry.first); });
+    refresh_compute_weights(ops_, master_, compute_);
+    newest_ = newest;
+    snapshots_ = std::move(older);
     peak_ = std::max(peak_, held());
 }
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
 
 #include "model/params.h"
 #include "pipeline/schedule.h"
@@ -47,6 +48,13 @@ public:
     // newest version if uses of it are still to come; after it, refresh the compute weights from the master.
     void before_update();
     void after_update(int64_t new_version);
+
+    // The versions older than the newest that are held now (what a checkpoint saves beside the master).
+    std::map<int64_t, const TensorSet*> older_versions() const;
+    // Resuming after `newest` optimizer steps (the master holds W_newest again): the compute weights are
+    // refreshed from the master and the older versions taken from `older` (a checkpoint's). nb::RuntimeError
+    // naming `source` when one that the plan still uses is not there; a version it does not use is dropped.
+    void restore(int64_t newest, std::map<int64_t, TensorSet> older, const std::string& source);
 
     int held() const { return static_cast<int>(snapshots_.size()) + 1; }
     int peak_held() const { return peak_; }

@@ -16,7 +16,6 @@ Command add_reference_command(CLI::App& app) {
     add_train_flags(*sub, *flags);
     return {sub, [flags] {
                 const TrainOptions options = resolve_train_flags(*flags);
-                refuse_checkpoint_flags(options, "`nobubble reference`");
                 const reference::ReferenceSummary s = reference::run_reference(make_run_plan(options), stdout);
                 print_final_lines(stdout, {s.run, s.peak_versions, s.optimizer_sha256});
                 return 0;

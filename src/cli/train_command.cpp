@@ -24,7 +24,6 @@ Command add_train_command(CLI::App& app) {
                     print_final_lines(stdout, {.run = run_training(plan, stdout)});
                     return 0;
                 }
-                refuse_checkpoint_flags(o, "the pipeline executor");
                 if (std::optional<PipelineSummary> summary = run_pipeline_training(plan, stdout)) {
                     // On stage 0 only, as `nobubble reference` prints them.
                     print_final_lines(stdout, {summary->run, summary->peak_versions, summary->optimizer_sha256});

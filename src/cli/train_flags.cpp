@@ -82,8 +82,11 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
         ->capture_default_str();
     sub.add_option("--log-interval", o.log_interval, "Print a progress line every N iterations")->capture_default_str();
     sub.add_option("--metrics", o.metrics_path, "Append one JSON object per iteration to this file");
-    sub.add_option("--save", o.save_dir, "Write checkpoints to DIR/step_<t>/ (single-process loop so far)");
-    sub.add_option("--save-interval", o.save_interval, "With --save: a checkpoint after every N optimizer steps and the last");
+    sub.add_option("--save", o.save_dir,
+                   "Write checkpoints to DIR/step_<t>/; SIGTERM or SIGUSR1 then saves at a step every stage agrees "
+                   "on and exits 0");
+    sub.add_option("--save-interval", o.save_interval,
+                   "With --save: a checkpoint after every N iterations (optimizer steps; pipedream: N*m) and the last");
     sub.add_option("--save-keep", o.save_keep, "With --save: keep only the K newest complete checkpoints (0: all)")
         ->capture_default_str();
     sub.add_option("--load", o.load_path, "Resume from DIR's newest complete checkpoint, or from DIR/step_<t>");
@@ -99,6 +102,10 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--fail-at-step", o.fail_at_step,
                    "TEST ONLY: with --fail-rank, that rank raises an error as optimizer step N (from 0) begins");
     sub.add_option("--fail-rank", o.fail_rank, "TEST ONLY: the rank (stage) that --fail-at-step fails");
+    sub.add_option("--signal-at-step", o.signal_at_step,
+                   "TEST ONLY: rank --signal-rank acts as if a SIGTERM arrived as optimizer step N (from 0) begins");
+    sub.add_option("--signal-rank", o.signal_rank, "TEST ONLY: the rank (stage) of --signal-at-step")
+        ->capture_default_str();
 }
 
 TrainOptions resolve_train_flags(const TrainFlags& f) {

@@ -44,6 +44,8 @@ std::map<int64_t, fs::path> complete_steps(const std::string& dir) {
 
 }  // namespace
 
+std::string stage_file_name(int stage) { return fmt::format("stage_{}.bin", stage); }
+
 std::string make_step_dir(const std::string& dir, int64_t step) {
     const fs::path p = fs::path(dir) / fmt::format("step_{}", step);
     std::error_code ec;
@@ -78,7 +80,20 @@ std::string find_checkpoint(const std::string& path) {
     return steps.rbegin()->second.string();
 }
 
-LoadedCheckpoint read_checkpoint(const std::string& step_dir) {
+namespace {
+
+void check_file_size(const std::string& file, int64_t want_bytes) {
+    std::error_code ec;
+    const auto size = fs::file_size(file, ec);
+    if (ec) throw RuntimeError(fmt::format("'{}': cannot read: {}", file, ec.message()));
+    if (static_cast<int64_t>(size) != want_bytes)
+        throw RuntimeError(fmt::format("'{}': {} bytes, the manifest's field 'bytes' says {} (truncated?)", file, size,
+                                       want_bytes));
+}
+
+}  // namespace
+
+LoadedCheckpoint read_checkpoint(const std::string& step_dir, const std::set<std::string>* only) {
     const std::string path = manifest_path(step_dir);
     const JsonValue manifest = parse_json(read_whole_file(path), path);
     const auto& top = manifest.object(path, "the manifest");
@@ -94,8 +109,12 @@ LoadedCheckpoint read_checkpoint(const std::string& step_dir) {
         if (name.empty() || name.find('/') != std::string::npos || name == kManifest)
             throw RuntimeError(fmt::format("'{}': field 'name' is '{}', not a file of the checkpoint", path, name));
         const std::string file = (fs::path(step_dir) / name).string();
-        std::string bytes = read_whole_file(file);
         const int64_t want_bytes = json_field(entry, "bytes", path).int64(path, "bytes");
+        if (only && !only->contains(name)) {
+            check_file_size(file, want_bytes);
+            continue;
+        }
+        std::string bytes = read_whole_file(file);
         if (static_cast<int64_t>(bytes.size()) != want_bytes)
             throw RuntimeError(fmt::format("'{}': {} bytes, the manifest's field 'bytes' says {} (truncated?)", file,
                                            bytes.size(), want_bytes));

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct CheckpointEntry {
     int64_t bytes = 0;
     std::string sha256;
 };
+
+// "stage_<stage>.bin": the file of one stage in a step directory.
+std::string stage_file_name(int stage);
 
 // "DIR/step_<step>", created (with DIR) when missing.
 std::string make_step_dir(const std::string& dir, int64_t step);
@@ -44,8 +48,9 @@ struct LoadedCheckpoint {
     JsonValue run;                              // the run's own fields, as written
     std::map<std::string, std::string> files;  // name -> bytes, every one checked against the manifest
 };
-// Reads and checks a complete checkpoint (see the top of this file).
-LoadedCheckpoint read_checkpoint(const std::string& step_dir);
+// Reads and checks a complete checkpoint (see the top of this file). With `only`, reads and checks just those
+// files (a stage needs its own), and of the others checks that they are there with their size.
+LoadedCheckpoint read_checkpoint(const std::string& step_dir, const std::set<std::string>* only = nullptr);
 
 // --save-keep K: removes every step directory under `dir` older than its K newest complete checkpoints (K >= 1),
 // so an older one goes only once a newer one is complete.

@@ -108,6 +108,11 @@ void BatchLoader::seek(LoaderPosition pos) {
     pos_ = pos;
 }
 
+LoaderPosition BatchLoader::position_after(int64_t windows) const {
+    const auto n = static_cast<uint64_t>(windows), per_epoch = static_cast<uint64_t>(num_windows_);
+    return {n / per_epoch, n % per_epoch};
+}
+
 int64_t BatchLoader::take_window() {
     const uint64_t i = pos_.index;
     const int64_t within = split_ == Split::train ? static_cast<int64_t>(order_[i]) : static_cast<int64_t>(i);

@@ -67,6 +67,10 @@ public:
     void seek(LoaderPosition pos);
     // Back to epoch 0, index 0.
     void reset() { seek(LoaderPosition{}); }
+    // Where a loader that started at epoch 0, index 0 stands after handing out `windows` windows: every window
+    // advances the index by one and each epoch has num_windows() of them (a pipeline stage that has read ahead
+    // names the position of the microbatch a checkpoint resumes at with this).
+    LoaderPosition position_after(int64_t windows) const;
 
     int64_t num_windows() const { return num_windows_; }
     int64_t batch_size() const { return batch_size_; }

@@ -46,9 +46,10 @@ struct TrainOptions {
     std::string metrics_path;       // --metrics FILE.jsonl
     std::string trace_path;         // --trace FILE.json: Chrome/Perfetto trace of the pipeline, one track per stage
 
-    // Checkpoints (DESIGN section 8; so far the single-process loop's: src/run/checkpoint.h).
+    // Checkpoints (DESIGN section 8, src/run/checkpoint.h). Steps here are iterations (t in step_<t>): optimizer
+    // steps, except under pipedream, whose iteration makes m of them.
     std::string save_dir;           // --save DIR: checkpoints go to DIR/step_<t>/
-    int64_t save_interval = 0;      // --save-interval N: after every N-th optimizer step (and the last)
+    int64_t save_interval = 0;      // --save-interval N: after every N-th iteration (and the last)
     int save_keep = 0;              // --save-keep K: keep the K newest complete checkpoints (0: all)
     std::string load_path;          // --load DIR (its newest complete checkpoint) or DIR/step_<t>
     int64_t exit_interval = 0;      // --exit-interval N: stop (saving first, with --save) after step N, 2N, ...
@@ -71,6 +72,10 @@ struct TrainOptions {
     // numbers steps). -1: off.
     int64_t fail_at_step = -1;
     int fail_rank = -1;
+    // Test-only (--signal-at-step N --signal-rank R): rank R records a SIGTERM as optimizer step N begins, as if
+    // one had arrived then (src/core/stop_signal.h). -1: off.
+    int64_t signal_at_step = -1;
+    int signal_rank = 0;
 
     int64_t tokens_per_iter() const { return micro_batch_size * num_microbatches * seq_length; }
     // "--optimizer muon --delay-fix ef --sync-start 5": the update rule, for the runs' header lines (the delay

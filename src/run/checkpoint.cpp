@@ -1,26 +1,25 @@
 #include "src/run/checkpoint.h"
 
+#include <algorithm>
+#include <set>
 #include <utility>
-#include <vector>
 
 #include <fmt/format.h>
 
 #include "optim/optimizer_registry.h"
-#include "pipeline/stage_checkpoint.h"
-#include "src/core/checkpoint_dir.h"
 #include "src/core/error.h"
 #include "src/core/metrics_writer.h"
+#include "src/core/stop_signal.h"
+#include "src/core/version.h"
+#include "pipeline/stage_checkpoint.h"
 
 namespace nb {
 
 namespace {
 
-constexpr const char* kStageFile = "stage_0.bin";
-
 using Identity = std::vector<std::pair<std::string, std::string>>;
 
-Identity identity_of(const RunPlan& plan) {
-    const TrainOptions& o = plan.options;
+Identity identity_of(const TrainOptions& o) {
     const ModelConfig& m = o.model;
     Identity id = {
         {"model.vocab_size", fmt::format("{}", m.vocab_size)},
@@ -35,7 +34,6 @@ Identity identity_of(const RunPlan& plan) {
         {"update_rule", o.describe_update_rule()},
         {"taylor_lambda", fmt::format("{}", o.delay_fix.taylor_lambda)},
         {"schedule", std::string(schedule_kind_name(o.schedule))},
-        {"stages", fmt::format("{}", o.stages)},
         {"micro_batch_size", fmt::format("{}", o.micro_batch_size)},
         {"num_microbatches", fmt::format("{}", o.num_microbatches)},
         {"seq_length", fmt::format("{}", o.seq_length)},
@@ -50,18 +48,33 @@ Identity identity_of(const RunPlan& plan) {
     return id;
 }
 
-std::string run_json(const RunPlan& plan, const StageState& stage, const LoaderPosition& data) {
+template <class T, class Format>
+std::string json_list(const std::vector<T>& items, Format&& format) {
+    std::string out;
+    for (const T& item : items) out += fmt::format("{}{}", out.empty() ? "" : ", ", format(item));
+    return "[" + out + "]";
+}
+
+std::string run_json(const TrainOptions& options, const SavedRun& saved) {
     std::string id;
-    for (const auto& [key, value] : identity_of(plan))
+    for (const auto& [key, value] : identity_of(options))
         id += fmt::format("{}\n      {}: {}", id.empty() ? "" : ",", json_quote(key), json_quote(value));
-    return fmt::format("{{\n    \"identity\": {{{}\n    }},\n    \"steps_taken\": [{}],\n    \"data\": {{\"epoch\": {}, "
-                       "\"index\": {}}}\n  }}",
-                       id, stage.optimizer.steps_taken(), data.epoch, data.index);
+    const std::string cut = json_list(saved.cut, [](const StageSpec& s) {
+        return fmt::format("{{\"first_block\": {}, \"end_block\": {}, \"embedding\": {}, \"head\": {}}}", s.first_block,
+                           s.end_block, s.has_embedding, s.has_head);
+    });
+    const std::string steps = json_list(saved.steps_taken, [](int64_t n) { return fmt::format("{}", n); });
+    return fmt::format(
+        "{{\n    \"program\": {},\n    \"identity\": {{{}\n    }},\n    \"stages\": {},\n    \"cut\": {},\n"
+        "    \"steps_taken\": {},\n    \"data\": {{\"epoch\": {}, \"index\": {}}},\n"
+        "    \"rng\": {{\"seed\": {}, \"data_order_epoch\": {}}}\n  }}",
+        json_quote(kProgramVersion), id, saved.cut.size(), cut, steps, saved.data.epoch, saved.data.index,
+        options.seed, saved.data.epoch);
 }
 
 // The saved identity against this run's: the first field that differs, with both values.
-void check_identity(const JsonValue::Object& saved, const RunPlan& plan, const std::string& source) {
-    for (const auto& [key, value] : identity_of(plan)) {
+void check_identity(const JsonValue::Object& saved, const TrainOptions& options, const std::string& source) {
+    for (const auto& [key, value] : identity_of(options)) {
         const std::string& was = json_field(saved, key, source).string(source, key);
         if (was != value)
             throw RuntimeError(fmt::format("'{}': field 'identity.{}' is '{}' there, '{}' in this run: resuming would "
@@ -70,44 +83,119 @@ void check_identity(const JsonValue::Object& saved, const RunPlan& plan, const s
     }
 }
 
-}  // namespace
-
-void refuse_checkpoint_flags(const TrainOptions& o, const char* where) {
-    if (!o.save_dir.empty() || !o.load_path.empty() || o.exit_interval > 0)
-        throw UsageError(fmt::format("--save, --load and --exit-interval are not built yet for {}; the single-process "
-                                     "loop (one stage, gpipe or 1f1b, no mpirun, no --trace) has them",
-                                     where));
+int64_t int_field(const JsonValue::Object& o, const char* key, const std::string& source) {
+    return json_field(o, key, source).int64(source, key);
 }
 
-void save_checkpoint(const RunPlan& plan, int64_t step, StageState& stage, const LoaderPosition& data,
-                     std::FILE* log) {
-    const TrainOptions& o = plan.options;
-    const std::string dir = make_step_dir(o.save_dir, step);
-    const CheckpointEntry entry = write_checkpoint_file(dir, kStageFile, encode_stage_state(stage));
-    write_manifest(dir, step, {entry}, run_json(plan, stage, data));
-    if (o.save_keep > 0) prune_checkpoints(o.save_dir, o.save_keep);
-    fmt::print(log, "saved checkpoint {} ({} bytes)\n", dir, entry.bytes);
+std::vector<StageSpec> read_cut(const JsonValue::Object& run, const std::string& source) {
+    std::vector<StageSpec> cut;
+    for (const JsonValue& v : json_field(run, "cut", source).array(source, "cut")) {
+        const auto& s = v.object(source, "cut[]");
+        cut.push_back({int_field(s, "first_block", source), int_field(s, "end_block", source),
+                       json_field(s, "embedding", source).boolean(source, "embedding"),
+                       json_field(s, "head", source).boolean(source, "head")});
+    }
+    return cut;
+}
+
+SavedRun read_saved_run(const LoadedCheckpoint& c, const std::string& source) {
+    const auto& run = c.run.object(source, "run");
+    SavedRun saved;
+    saved.step = c.step;
+    saved.cut = read_cut(run, source);
+    for (const JsonValue& v : json_field(run, "steps_taken", source).array(source, "steps_taken"))
+        saved.steps_taken.push_back(v.int64(source, "steps_taken"));
+    const auto& data = json_field(run, "data", source).object(source, "data");
+    saved.data = {static_cast<uint64_t>(int_field(data, "epoch", source)),
+                  static_cast<uint64_t>(int_field(data, "index", source))};
+    const int64_t stages = int_field(run, "stages", source);
+    if (saved.cut.empty() || static_cast<int64_t>(saved.cut.size()) != stages ||
+        saved.steps_taken.size() != saved.cut.size())
+        throw RuntimeError(fmt::format("'{}': fields 'stages', 'cut' and 'steps_taken' do not agree ({} stages, {} "
+                                       "cuts, {} step counts)",
+                                       source, stages, saved.cut.size(), saved.steps_taken.size()));
+    return saved;
+}
+
+// pipedream's stage s holds p - s versions: its state has no meaning for another p.
+void check_stage_count(const TrainOptions& options, const SavedRun& saved, const std::string& source) {
+    const auto stages = static_cast<size_t>(options.stages);
+    if (saved.cut.size() != stages && options.schedule == ScheduleKind::pipedream)
+        throw RuntimeError(fmt::format("'{}': field 'stages' is {} there, {} in this run: pipedream's weight stash "
+                                       "depends on the stage, so its checkpoint loads only into {} stages",
+                                       source, saved.cut.size(), stages, saved.cut.size()));
+}
+
+bool overlaps(const StageSpec& a, const StageSpec& b) {
+    return std::max(a.first_block, b.first_block) < std::min(a.end_block, b.end_block) ||
+           (a.has_embedding && b.has_embedding) || (a.has_head && b.has_head);
+}
+
+}  // namespace
+
+void complete_checkpoint(const TrainOptions& options, const std::string& step_dir, const std::vector<CheckpointEntry>& entries,
+                         const SavedRun& saved, std::FILE* log) {
+    write_manifest(step_dir, saved.step, entries, run_json(options, saved));
+    if (options.save_keep > 0) prune_checkpoints(options.save_dir, options.save_keep);
+    int64_t bytes = 0;
+    for (const CheckpointEntry& e : entries) bytes += e.bytes;
+    fmt::print(log, "saved checkpoint {} ({} bytes)\n", step_dir, bytes);
     std::fflush(log);
 }
 
-Resumed load_checkpoint(const RunPlan& plan, StageState& stage, std::FILE* log) {
-    const LoadedCheckpoint c = read_checkpoint(find_checkpoint(plan.options.load_path));
+ResumePoint read_resume_point(const TrainOptions& options) {
+    const std::set<std::string> none;
+    const LoadedCheckpoint c = read_checkpoint(find_checkpoint(options.load_path), &none);
     const std::string source = c.step_dir + "/manifest.json";
     const auto& run = c.run.object(source, "run");
-    check_identity(json_field(run, "identity", source).object(source, "identity"), plan, source);
-    const auto& steps = json_field(run, "steps_taken", source).array(source, "steps_taken");
-    if (steps.size() != 1)
-        throw RuntimeError(fmt::format("'{}': field 'steps_taken' has {} stages, this run 1", source, steps.size()));
-    const auto& data = json_field(run, "data", source).object(source, "data");
-    const Resumed r{c.step, {static_cast<uint64_t>(json_field(data, "epoch", source).int64(source, "epoch")),
-                             static_cast<uint64_t>(json_field(data, "index", source).int64(source, "index"))}};
-    const auto it = c.files.find(kStageFile);
-    if (it == c.files.end()) throw RuntimeError(fmt::format("'{}': lists no {}", source, kStageFile));
-    const std::string file = c.step_dir + "/" + kStageFile;
-    const std::vector<std::vector<NamedTensor>> files{decode_named_tensors(it->second, file)};
-    restore_stage_state(stage, tensors_by_name(files, file), steps[0].int64(source, "steps_taken"), file);
-    fmt::print(log, "resumed from {} (after step {})\n", c.step_dir, c.step);
+    check_identity(json_field(run, "identity", source).object(source, "identity"), options, source);
+    ResumePoint r{c.step_dir, read_saved_run(c, source)};
+    check_stage_count(options, r.saved, source);
+    if (r.saved.step < 0 || r.saved.step > options.train_iters)
+        throw RuntimeError(fmt::format("'{}': field 'step' is {}, outside this run's {} iterations", source,
+                                       r.saved.step, options.train_iters));
     return r;
+}
+
+StageFiles read_stage_files(const ResumePoint& resume, const StageSpec& stage) {
+    const std::string manifest = resume.step_dir + "/manifest.json";
+    std::set<std::string> wanted;
+    std::set<int64_t> steps;
+    for (size_t s = 0; s < resume.saved.cut.size(); ++s)
+        if (overlaps(resume.saved.cut[s], stage)) {
+            wanted.insert(stage_file_name(static_cast<int>(s)));
+            steps.insert(resume.saved.steps_taken[s]);
+        }
+    if (steps.size() != 1)
+        throw RuntimeError(fmt::format("'{}': the saved stages holding blocks {}-{} have {} different step counts",
+                                       manifest, stage.first_block, stage.end_block, steps.size()));
+    const LoadedCheckpoint c = read_checkpoint(resume.step_dir, &wanted);
+    StageFiles out;
+    out.steps_taken = *steps.begin();
+    for (const std::string& name : wanted) {
+        const std::string file = resume.step_dir + "/" + name;
+        const auto it = c.files.find(name);
+        if (it == c.files.end()) throw RuntimeError(fmt::format("'{}': lists no {}", manifest, name));
+        out.files.push_back(decode_named_tensors(it->second, file));
+        out.source += (out.source.empty() ? "" : ", ") + file;
+    }
+    out.by_name = tensors_by_name(out.files, out.source);
+    return out;
+}
+
+void print_resumed(const ResumePoint& resume, int stages, std::FILE* log) {
+    const size_t saved = resume.saved.cut.size();
+    if (saved == static_cast<size_t>(stages))
+        fmt::print(log, "resumed from {} (after step {})\n", resume.step_dir, resume.saved.step);
+    else
+        fmt::print(log, "resumed from {} (after step {}), resharded from {} to {} stages\n", resume.step_dir,
+                   resume.saved.step, saved, stages);
+    std::fflush(log);
+}
+
+void print_stopped_by_signal(std::FILE* log, int signal, int64_t step) {
+    fmt::print(log, "stopped by {} after step {}; checkpoint saved\n", stop_signal_name(signal), step);
+    std::fflush(log);
 }
 
 }  // namespace nb

@@ -1,44 +1,76 @@
-// Saving and resuming a run (DESIGN section 8), on the files of src/core/checkpoint_dir.h. So far for the
-// single-process loop (src/run/trainer.cpp): its one stage's carried state (pipeline/stage_checkpoint.h), the
-// step, the optimizer's step count and the training data's position. The pipeline's stages (each saving after
-// its own t-th update, with the weight versions it holds) and the oracle come next; `train` and `reference`
-// refuse --save/--load there with a usage error until then.
+// Saving and resuming a run (DESIGN section 8), on the files of src/core/checkpoint_dir.h, for every loop: the
+// single-process loop (src/run/trainer.cpp), the pipeline executor (each stage writes its own file,
+// pipeline/stage_runner.h; stage 0's collector completes the manifest, src/run/progress_collector.h) and the
+// oracle (src/run/reference.cpp). All three write the same files for the same state, so a checkpoint of one
+// loads into another.
 //
 // The manifest's "run" object:
+//   program         the version of nobubble that wrote it
 //   identity        what must be the same for a resume to continue the saved run exactly: the model's shape, the
-//                   update rule and every optimizer hyperparameter (defaults filled in), the schedule and stages,
-//                   the batch shape, the seed and the data. A checkpoint whose identity differs is refused with
-//                   the field that differs and both values; nothing else (--train-iters, logging, evaluation,
-//                   --save) needs to match.
-//   steps_taken     the optimizer's step count, per stage
-//   data            the training loader's position (epoch, index)
+//                   update rule and every optimizer hyperparameter (defaults filled in), the schedule, the batch
+//                   shape, the seed and the data. A checkpoint whose identity differs is refused with the field
+//                   that differs and both values; nothing else (--train-iters, logging, evaluation, --save)
+//                   needs to match.
+//   stages, cut     the stages that wrote it and what each held. Another stage count is a reshard: each new stage
+//                   reads the files of the saved stages that held its parameters (state is keyed by parameter
+//                   name). gpipe, 1f1b and 2bw reshard; pipedream, whose stash depth depends on the stage, does
+//                   not.
+//   steps_taken     each stage's optimizer step count
+//   data            the training loader's position (epoch, index) at the step
+//   rng             the only randomness of training after the initialisation: the data order, drawn from the
+//                   seed per epoch (src/data/batch_loader.h), so the seed and the epoch are its whole state
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <string>
+#include <vector>
 
-#include "pipeline/stage_state.h"
+#include "model/stage_model.h"
+#include "src/core/checkpoint_dir.h"
+#include "src/core/tensor_file.h"
 #include "src/data/batch_loader.h"
 #include "src/plan/run_plan.h"
 
 namespace nb {
 
-// Writes the checkpoint of optimizer step `step` (the state after `step` updates) to --save, then applies
-// --save-keep. One line to `log` naming the directory.
-void save_checkpoint(const RunPlan& plan, int64_t step, StageState& stage, const LoaderPosition& data,
-                     std::FILE* log);
-
-struct Resumed {
-    int64_t step = 0;      // updates already made: the run continues with optimizer step `step`
+// What a checkpoint of `step` (iterations done) says of the run besides its files.
+struct SavedRun {
+    int64_t step = 0;
+    std::vector<StageSpec> cut;        // the stages that wrote it
+    std::vector<int64_t> steps_taken;  // per stage
     LoaderPosition data;
 };
-// UsageError when the options ask `where` (a loop that does not checkpoint yet) for --save, --load or
-// --exit-interval.
-void refuse_checkpoint_flags(const TrainOptions& options, const char* where);
 
-// Reads --load, checks it (files, identity, tensors) and only then restores `stage`. nb::RuntimeError naming the
-// file and the field otherwise.
-Resumed load_checkpoint(const RunPlan& plan, StageState& stage, std::FILE* log);
+// Completes the checkpoint in `step_dir` (the stage files are written): its manifest, then --save-keep's
+// pruning, then one line to `log` naming the directory.
+void complete_checkpoint(const TrainOptions& options, const std::string& step_dir, const std::vector<CheckpointEntry>& entries,
+                         const SavedRun& saved, std::FILE* log);
+
+// --load: the checkpoint --load names, its manifest checked against this run (its identity; its stage count
+// where the schedule cannot reshard) and every file's size. nb::RuntimeError naming the file and the field.
+struct ResumePoint {
+    std::string step_dir;
+    SavedRun saved;
+};
+ResumePoint read_resume_point(const TrainOptions& options);
+
+// The saved tensors one stage of this run needs: the files of the saved stages that held any of `stage`'s
+// parameters, each read and checked (size, sha256), decoded, and their tensors by name; and that stage's step
+// count. The map points into `files`.
+struct StageFiles {
+    std::vector<std::vector<NamedTensor>> files;
+    std::map<std::string, const Tensor*> by_name;
+    int64_t steps_taken = 0;
+    std::string source;  // the files, for errors
+};
+StageFiles read_stage_files(const ResumePoint& resume, const StageSpec& stage);
+
+// "resumed from DIR (after step T)" and, for a reshard, from how many stages.
+void print_resumed(const ResumePoint& resume, int stages, std::FILE* log);
+
+// "stopped by SIGTERM after step T; checkpoint saved" (exit code 0 follows: saved and stopped).
+void print_stopped_by_signal(std::FILE* log, int signal, int64_t step);
 
 }  // namespace nb

@@ -49,15 +49,19 @@ std::string deadlock_message(const std::vector<std::unique_ptr<StageRunner>>& ru
 
 }  // namespace
 
-PipelineSummary run_in_process(const PipelineSetup& setup, std::FILE* log) {
+PipelineSummary run_in_process(const PipelineSetup& setup, const ResumePoint* resume, std::FILE* log) {
     std::unique_ptr<Ops> ops = make_ops(setup.options.device);
     InProcessNetwork network(setup.num_stages());
     std::vector<std::unique_ptr<StageRunner>> runners;
     for (int s = 0; s < setup.num_stages(); ++s)
         runners.push_back(
-            for_stage(s, [&] { return std::make_unique<StageRunner>(setup, s, network.endpoint(s), *ops); }));
+            for_stage(s, [&] {
+                auto runner = std::make_unique<StageRunner>(setup, s, network.endpoint(s), *ops);
+                prepare_runner(*runner, setup, resume);
+                return runner;
+            }));
     print_pipeline_header(log, setup, "in one process", ops->device(), runners[0]->train_windows());
-    ProgressCollector collector(setup, network.endpoint(0), log);
+    ProgressCollector collector(setup, network.endpoint(0), runners[0]->stop_vote(), log);
     const auto origin = StageClock::Clock::now();
     for (auto& r : runners) r->start_clock(origin);
 

@@ -99,12 +99,15 @@ StageClock::Clock::time_point common_origin() {
 }
 
 // The backend, where the transport does not need it first (the CPU), then the runner and collector.
-RankStage set_up(const PipelineSetup& setup, Transport& transport, std::unique_ptr<Ops>& ops, std::FILE* log) {
+RankStage set_up(const PipelineSetup& setup, const ResumePoint* resume, Transport& transport,
+                 std::unique_ptr<Ops>& ops, std::FILE* log) {
     RankStage rs;
     set_up_step(transport, [&] {
         if (!ops) ops = make_ops(setup.options.device);
         rs.runner = std::make_unique<StageRunner>(setup, transport.stage(), transport, *ops);
-        if (transport.stage() == 0) rs.collector = std::make_unique<ProgressCollector>(setup, transport, log);
+        prepare_runner(*rs.runner, setup, resume);
+        if (transport.stage() == 0)
+            rs.collector = std::make_unique<ProgressCollector>(setup, transport, rs.runner->stop_vote(), log);
     });
     rs.runner->start_clock(common_origin());
     return rs;
@@ -167,13 +170,13 @@ std::optional<PipelineSummary> run_stage(const PipelineSetup& setup, Transport& 
 
 }  // namespace
 
-std::optional<PipelineSummary> run_over_mpi(const PipelineSetup& setup, std::FILE* log) {
+std::optional<PipelineSummary> run_over_mpi(const PipelineSetup& setup, const ResumePoint* resume, std::FILE* log) {
     one_blas_thread_per_rank();
     // Declared in this order so that they end in the reverse one: the stage, then the transport (whose NCCL
     // streams and buffers live on the backend's GPU), then the backend.
     std::unique_ptr<Ops> ops;
     std::unique_ptr<Transport> transport = make_transport(setup, ops, log);
-    RankStage rs = set_up(setup, *transport, ops, log);
+    RankStage rs = set_up(setup, resume, *transport, ops, log);
     try {
         return run_stage(setup, *transport, *ops, rs, log);
     } catch (const std::exception& e) {

@@ -23,6 +23,8 @@
 #include <vector>
 
 #include "pipeline/pipeline_setup.h"
+#include "pipeline/stage_runner.h"
+#include "src/run/checkpoint.h"
 #include "src/run/progress_collector.h"
 #include "src/run/trainer.h"
 
@@ -38,12 +40,17 @@ struct PipelineSummary {
 // What stage 0's collector knows once it is done.
 PipelineSummary pipeline_summary(const ProgressCollector& collector);
 
-PipelineSummary run_in_process(const PipelineSetup& setup, std::FILE* log);
+// `resume`: the checkpoint to start from (setup.first_iteration is its step), or null.
+PipelineSummary run_in_process(const PipelineSetup& setup, const ResumePoint* resume, std::FILE* log);
 
 #ifdef NOBUBBLE_HAVE_MPI
 // This rank's stage of the run; the summary on rank 0, nullopt on the others. Errors do not return: they abort.
-std::optional<PipelineSummary> run_over_mpi(const PipelineSetup& setup, std::FILE* log);
+std::optional<PipelineSummary> run_over_mpi(const PipelineSetup& setup, const ResumePoint* resume, std::FILE* log);
 #endif
+
+// Before the run: `runner`'s stage restored from `resume`'s files (those of the saved stages that held its
+// parameters), when there is one; the stop signals' handlers installed when the run saves.
+void prepare_runner(StageRunner& runner, const PipelineSetup& setup, const ResumePoint* resume);
 
 // `train` with the pipeline (pipeline_setup.h's needs_pipeline): checks that the ranks are the plan's stages
 // (UsageError on every rank alike), then runs over MPI when there are several ranks, else in this process. The

@@ -16,6 +16,7 @@
 #include "src/plan/train_data.h"
 #include "src/plan/train_progress.h"
 #include "src/core/error.h"
+#include "src/run/checkpoint.h"
 
 namespace nb {
 
@@ -50,11 +51,17 @@ void add_pipeline_fields(IterationReport& r, const IterationTiming& t) {
 
 }  // namespace
 
-ProgressCollector::ProgressCollector(const PipelineSetup& setup, Transport& transport, std::FILE* log)
+ProgressCollector::ProgressCollector(const PipelineSetup& setup, Transport& transport, const StopVote& vote,
+                                     std::FILE* log)
     : setup_(setup),
       transport_(transport),
+      vote_(vote),
+      log_(log),
       run_log_(setup.options, log),
       lr_(setup.options.lr, setup.spec.optimizer_steps()),
+      next_to_print_(setup.first_iteration),
+      posted_until_(setup.first_iteration),
+      checkpoints_posted_until_(setup.first_iteration),
       since_line_(zero_timing(setup.num_stages())) {
     if (transport.stage() != 0) throw std::logic_error("the progress collector runs on stage 0");
     if (!setup.options.trace_path.empty()) check_writable_trace(setup.options.trace_path);
@@ -62,16 +69,84 @@ ProgressCollector::ProgressCollector(const PipelineSetup& setup, Transport& tran
 
 bool ProgressCollector::poll() {
     if (done()) return false;
-    if (next_to_print_ < setup_.options.train_iters) {
+    post_checkpoint_receives();
+    bool arrived = take_checkpoints();
+    if (next_to_print_ < vote_.stop_iteration()) {
         post_reports_ahead();
-        return take_reports();
+        return take_reports() || arrived;
     }
+    if (vote_.stopped_early() && !stop_line_printed_ && checkpoints_.empty()) {
+        print_stopped_by_signal(log_, vote_.stop_signal(), next_to_print_);
+        stop_line_printed_ = true;
+    }
+    if (weights_hash_) return arrived;
     post_final_receives();
-    return take_final();
+    return take_final() || arrived;
 }
 
+// ---- checkpoints ----
+
+// The receives of the stages' checkpoint reports, for every save iteration known to run (and the stop's).
+void ProgressCollector::post_checkpoint_receives() {
+    const int64_t stop = vote_.stop_iteration();
+    for (; checkpoints_posted_until_ <= vote_.open_until(); ++checkpoints_posted_until_) {
+        const int64_t t = checkpoints_posted_until_;
+        if (!setup_.saves_after(t) && t + 1 != stop) continue;
+        checkpoints_[t + 1].resize(static_cast<size_t>(setup_.num_stages()));
+        for (int s = 0; s < setup_.num_stages(); ++s)
+            transport_.post_recv_values(s, {Channel::checkpoint, t + 1}, CheckpointReport::kValues);
+    }
+    // An early stop after an iteration whose receives are posted already and which was no save point.
+    if (vote_.stopped_early() && !setup_.options.save_dir.empty() && !checkpoints_.contains(stop) &&
+        stop > completed_checkpoint_) {
+        checkpoints_[stop].resize(static_cast<size_t>(setup_.num_stages()));
+        for (int s = 0; s < setup_.num_stages(); ++s)
+            transport_.post_recv_values(s, {Channel::checkpoint, stop}, CheckpointReport::kValues);
+    }
+}
+
+bool ProgressCollector::take_checkpoints() {
+    bool arrived = false;
+    for (auto& [step, reports] : checkpoints_)
+        for (int s = 0; s < setup_.num_stages(); ++s) {
+            auto& slot = reports[static_cast<size_t>(s)];
+            if (slot) continue;
+            if (auto values = transport_.try_take_values(s, {Channel::checkpoint, step})) {
+                slot = CheckpointReport::from_values(*values);
+                arrived = true;
+            }
+        }
+    // Complete them in step order: a newer one only after the older ones.
+    while (!checkpoints_.empty()) {
+        auto& [step, reports] = *checkpoints_.begin();
+        if (!std::all_of(reports.begin(), reports.end(), [](const auto& r) { return r.has_value(); })) break;
+        complete(step, reports);
+        completed_checkpoint_ = step;
+        checkpoints_.erase(checkpoints_.begin());
+    }
+    return arrived;
+}
+
+// Every stage's file of `step` is written: the manifest makes it a checkpoint.
+void ProgressCollector::complete(int64_t step, std::vector<std::optional<CheckpointReport>>& reports) {
+    std::vector<CheckpointEntry> entries;
+    SavedRun saved{step, setup_.cut, {}, {reports[0]->data_epoch, reports[0]->data_index}};
+    for (size_t s = 0; s < reports.size(); ++s) {
+        entries.push_back({stage_file_name(static_cast<int>(s)), reports[s]->bytes, reports[s]->sha256});
+        saved.steps_taken.push_back(reports[s]->steps_taken);
+    }
+    complete_checkpoint(setup_.options, make_step_dir(setup_.options.save_dir, step), entries, saved, log_);
+}
+
+bool ProgressCollector::checkpoints_done() const {
+    if (setup_.options.save_dir.empty()) return true;
+    return checkpoints_.empty() && checkpoints_posted_until_ >= vote_.stop_iteration();
+}
+
+// ---- reports ----
+
 void ProgressCollector::post_reports_ahead() {
-    const int64_t end = std::min(setup_.options.train_iters, next_to_print_ + kIterationsAhead);
+    const int64_t end = std::min({vote_.open_until() + 1, next_to_print_ + kIterationsAhead});
     for (; posted_until_ < end; ++posted_until_) {
         reports_[posted_until_].resize(static_cast<size_t>(setup_.num_stages()));
         for (int s = 0; s < setup_.num_stages(); ++s)
@@ -248,13 +323,14 @@ void ProgressCollector::finish_run() {
 
 std::string ProgressCollector::waiting_for() const {
     if (done()) return "done";
-    if (next_to_print_ < setup_.options.train_iters) return fmt::format("the reports on iteration {}", next_to_print_);
+    if (next_to_print_ < vote_.stop_iteration()) return fmt::format("the reports on iteration {}", next_to_print_);
+    if (!checkpoints_.empty()) return fmt::format("the stages' checkpoint files of step {}", checkpoints_.begin()->first);
     return "the final weights, optimizer state and values (and with --trace the traces)";
 }
 
 TrainSummary ProgressCollector::summary() const {
     if (!done()) throw std::logic_error("the pipeline's summary asked for before the run has finished");
-    return run_log_.summary(setup_.spec.optimizer_steps(), *weights_hash_);
+    return run_log_.summary(vote_.stop_iteration() * setup_.steps_per_iteration(), *weights_hash_);
 }
 
 void print_pipeline_header(std::FILE* log, const PipelineSetup& setup, const char* where, Device device,

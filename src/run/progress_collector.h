@@ -24,6 +24,7 @@
 #include "pipeline/pipeline_setup.h"
 #include "pipeline/stage_clock.h"
 #include "pipeline/stage_report.h"
+#include "pipeline/stop_vote.h"
 #include "pipeline/transport.h"
 #include "src/run/run_log.h"
 
@@ -37,12 +38,14 @@ struct IterationTiming {
 
 class ProgressCollector {
 public:
-    // `transport` is stage 0's endpoint. Opens --metrics (RuntimeError naming the file when it cannot).
-    ProgressCollector(const PipelineSetup& setup, Transport& transport, std::FILE* log);
+    // `transport` is stage 0's endpoint, `vote` stage 0's runner's (where the stages agreed to stop: the
+    // collector expects reports up to there, and posts no receive beyond what is known to run). Opens --metrics
+    // (RuntimeError naming the file when it cannot).
+    ProgressCollector(const PipelineSetup& setup, Transport& transport, const StopVote& vote, std::FILE* log);
 
     // Takes whatever has arrived and prints every iteration now complete; true when anything arrived.
     bool poll();
-    bool done() const { return weights_hash_.has_value(); }
+    bool done() const { return weights_hash_.has_value() && checkpoints_done(); }
     // What is still missing (for deadlock reports).
     std::string waiting_for() const;
 
@@ -59,17 +62,29 @@ private:
     void post_reports_ahead();
     bool take_reports();
     void print_iteration(int64_t t, const std::vector<StageReport>& reports);
+    void post_checkpoint_receives();
+    bool take_checkpoints();
+    void complete(int64_t step, std::vector<std::optional<CheckpointReport>>& reports);
+    bool checkpoints_done() const;
     void post_final_receives();
     bool take_final();
     void finish_run();
 
     const PipelineSetup& setup_;
     Transport& transport_;
+    const StopVote& vote_;
+    std::FILE* log_;
     RunLog run_log_;
     LrSchedule lr_;
 
     int64_t next_to_print_ = 0, posted_until_ = 0;
     std::map<int64_t, std::vector<std::optional<StageReport>>> reports_;  // by iteration, per stage
+
+    // Checkpoints: by step, per stage, what its file is (stage_report.h); each completed in step order.
+    std::map<int64_t, std::vector<std::optional<CheckpointReport>>> checkpoints_;
+    int64_t checkpoints_posted_until_ = 0;  // iterations whose checkpoint receives are posted
+    int64_t completed_checkpoint_ = -1;     // the newest step whose manifest is written
+    bool stop_line_printed_ = false;
 
     bool final_posted_ = false;
     std::vector<std::vector<std::optional<Tensor>>> final_weights_;  // per stage, per parameter

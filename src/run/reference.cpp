@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "src/run/backend.h"
+#include "src/run/checkpoint.h"
 #include "src/run/run_log.h"
 #include "src/core/error.h"
 #include "model/partition.h"
@@ -16,6 +17,7 @@
 #include "optim/stage_optimizer.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
+#include "pipeline/stage_checkpoint.h"
 #include "pipeline/stage_state.h"
 #include "pipeline/state_hash.h"
 #include "pipeline/weight_history.h"
@@ -195,6 +197,38 @@ public:
         return total;
     }
 
+    // ---- checkpoints (src/run/checkpoint.h): the executor's files, each stage's from this history ----
+
+    // After iteration `iteration` (step = iteration + 1 in the checkpoint's numbering).
+    void save(int64_t step, const LoaderPosition& data, std::FILE* log) {
+        const std::string dir = make_step_dir(o_.save_dir, step);
+        std::vector<CheckpointEntry> entries;
+        SavedRun saved{step, {}, {}, data};
+        for (int s = 0; s < num_stages(); ++s) {
+            OlderVersions older;
+            const int64_t newest = history_.newest(s);
+            for (const auto& [version, weights] : history_.versions(s))
+                if (version < newest) older.emplace(version, &weights);
+            entries.push_back(write_checkpoint_file(dir, stage_file_name(s), encode_stage_state(stage(s), older)));
+            saved.cut.push_back(stage(s).model.spec());
+            saved.steps_taken.push_back(stage(s).optimizer.steps_taken());
+        }
+        complete_checkpoint(o_, dir, entries, saved, log);
+    }
+
+    // Every stage from the checkpoint: its state, and its history = the saved older versions plus the newest.
+    void restore(const ResumePoint& resume) {
+        for (int s = 0; s < num_stages(); ++s) {
+            Stage& st = stage(s);
+            const StageFiles files = read_stage_files(resume, st.model.spec());
+            std::map<int64_t, TensorSet> versions =
+                saved_versions(files.by_name, st.model.layout(), ops_.activation_dtype(), ops_.device(), files.source);
+            restore_stage_state(st, files.by_name, files.steps_taken, files.source);
+            versions.emplace(files.steps_taken, compute_snapshot(ops_, st.master));
+            history_.replace(s, std::move(versions));
+        }
+    }
+
     double validation_loss(BatchLoader& val) {
         return nb::validation_loss(val, o_, ops_.device(),
                                    [&](const Microbatch& mb) { return forward_loss(ops_, stages_, history_, mb); });
@@ -272,6 +306,8 @@ std::string optimizer_hash(const std::vector<std::unique_ptr<Stage>>& stages) {
 
 ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
     const TrainOptions& o = plan.options;
+    if (o.signal_at_step >= 0)
+        throw UsageError("--signal-at-step: the reference takes no signals (it is a flag of train)");
     if (!o.trace_path.empty())
         throw UsageError("--trace: the reference runs no pipeline to trace (it is a flag of train)");
     auto data = open_train_data(o);
@@ -288,7 +324,16 @@ ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
                device_name(backend->device()), data->train->num_windows(), o.tokens_per_iter(), steps,
                o.describe_update_rule());
 
-    for (int64_t t = 0; t < o.train_iters; ++t) {
+    int64_t first = 0, end = o.train_iters;
+    if (!o.load_path.empty()) {
+        const ResumePoint resume = read_resume_point(o);
+        run.restore(resume);
+        data->train->seek(resume.saved.data);
+        first = resume.saved.step;
+        print_resumed(resume, o.stages, log);
+    }
+    if (o.exit_interval > 0) end = std::min(end, (first / o.exit_interval + 1) * o.exit_interval);
+    for (int64_t t = first; t < end; ++t) {
         const auto t0 = Clock::now();
         const StepResult r = run.run_iteration(t, *data->train);
         const double seconds = seconds_since(t0);
@@ -297,8 +342,12 @@ ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
                                static_cast<double>(o.tokens_per_iter()) / seconds, seconds};
         if (data->val && evaluation_due(o, t)) report.val_loss = run.validation_loss(*data->val);
         run_log.iteration(report);
+        const int64_t done = t + 1;
+        if (!o.save_dir.empty() && (done % o.save_interval == 0 || done == o.train_iters || done == end))
+            run.save(done, data->train->position(), log);
     }
-    ReferenceSummary summary{run_log.summary(steps, weights_hash(run.stages())), optimizer_hash(run.stages()), {}};
+    ReferenceSummary summary{run_log.summary(end * steps / o.train_iters, weights_hash(run.stages())),
+                             optimizer_hash(run.stages()), {}};
     for (int s = 0; s < run.num_stages(); ++s) summary.peak_versions.push_back(run.history().peak_held(s));
     return summary;
 }

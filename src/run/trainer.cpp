@@ -1,6 +1,7 @@
 #include "src/run/trainer.h"
 
 #include <chrono>
+#include <csignal>
 #include <memory>
 #include <stdexcept>
 
@@ -8,6 +9,8 @@
 
 #include "src/run/backend.h"
 #include "src/run/checkpoint.h"
+#include "src/core/stop_signal.h"
+#include "pipeline/stage_checkpoint.h"
 #include "src/run/run_log.h"
 #include "src/core/error.h"
 #include "model/model_step.h"
@@ -35,6 +38,13 @@ void require_single_process(const RunPlan& plan) {
                                            "on the pipeline executor", schedule_kind_name(o.schedule), o.stages));
 }
 
+// The one stage's checkpoint of `step`: its file, then the manifest.
+void save_stage(const RunPlan& plan, int64_t step, StageState& stage, const LoaderPosition& data, std::FILE* log) {
+    const std::string dir = make_step_dir(plan.options.save_dir, step);
+    const CheckpointEntry entry = write_checkpoint_file(dir, stage_file_name(0), encode_stage_state(stage));
+    complete_checkpoint(plan.options, dir, {entry}, {step, {stage.model.spec()}, {stage.optimizer.steps_taken()}, data}, log);
+}
+
 }  // namespace
 
 TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
@@ -59,14 +69,19 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
                o.tokens_per_iter(), o.describe_update_rule());
     int64_t first_step = 0;
     if (!o.load_path.empty()) {
-        const Resumed resumed = load_checkpoint(plan, stage, log);
-        first_step = resumed.step;
-        data->train->seek(resumed.data);
+        const ResumePoint resume = read_resume_point(o);
+        const StageFiles files = read_stage_files(resume, model.spec());
+        restore_stage_state(stage, files.by_name, files.steps_taken, files.source);
+        first_step = resume.saved.step;
+        data->train->seek(resume.saved.data);
         refresh_compute_weights(ops, weights, compute_weights);
+        print_resumed(resume, 1, log);
     }
+    if (!o.save_dir.empty()) install_stop_signal_handlers();
 
     int64_t steps_run = first_step;
     for (int64_t step = first_step; step < o.train_iters; ++step) {
+        if (step == o.signal_at_step) record_stop_signal(SIGTERM);
         const auto t0 = Clock::now();
         grads.zero();
         double loss_sum = 0;
@@ -89,10 +104,12 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
             });
         run_log.iteration(report);
         steps_run = step + 1;
-        const bool exits = o.exit_interval > 0 && steps_run % o.exit_interval == 0 && steps_run < o.train_iters;
+        const bool signalled = stop_signal_received() != 0;
+        const bool exits = (o.exit_interval > 0 && steps_run % o.exit_interval == 0) || signalled;
         if (!o.save_dir.empty() && (steps_run % o.save_interval == 0 || steps_run == o.train_iters || exits))
-            save_checkpoint(plan, steps_run, stage, data->train->position(), log);
-        if (exits) break;
+            save_stage(plan, steps_run, stage, data->train->position(), log);
+        if (signalled) print_stopped_by_signal(log, stop_signal_received(), steps_run);
+        if (exits && steps_run < o.train_iters) break;
     }
     return run_log.summary(steps_run, weights_sha256(weights.to(Device::cpu)));
 }

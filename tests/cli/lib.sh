@@ -50,6 +50,25 @@ run_logged() {
   timeout -k 5 "$seconds" "$@" >"$WORK/$name.log" 2>&1 || fail "$name exited non-zero: $(tail -n 3 "$WORK/$name.log")"
 }
 
+# Under mpirun, what counts is nobubble's own lines (mpirun adds its banner about the failed rank).
+MPI=(mpirun --oversubscribe)
+error_lines() { grep -c '^nobubble: error: ' "$1"; }
+
+# expect_mpi_failure NAME NP PATTERN ARGS...: `mpirun -np NP nobubble train ARGS...` exits non-zero within 20 s
+# with exactly one nobubble error line, matching PATTERN.
+expect_mpi_failure() {
+  local name=$1 np=$2 pattern=$3 rc=0 t0=$SECONDS
+  shift 3
+  timeout -k 5 20 "${MPI[@]}" -np "$np" "$NB" train "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" || rc=$?
+  local took=$((SECONDS - t0))
+  if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$rc" != 137 ] && [ "$(error_lines "$WORK/$name.err")" = 1 ] \
+     && grep '^nobubble: error: ' "$WORK/$name.err" | grep -q -- "$pattern"; then
+    pass "$name: exit $rc after ${took}s, '$(grep '^nobubble: error: ' "$WORK/$name.err")'"
+  else
+    fail "$name: exit $rc after ${took}s (124: timed out), stderr: $(cat "$WORK/$name.err")"
+  fi
+}
+
 hash_of() { grep '^final weights sha256 ' "$1" | awk '{print $4}'; }
 
 # The pipeline's oracle checks (test_pipeline_equality*.sh): what a run's log says it ended with.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Checkpoints of the single-process loop (src/run/checkpoint.h; the pipeline's and the oracle's come next):
+# Checkpoints of the single-process loop (src/run/checkpoint.h; the pipeline's and the oracle's:
+# test_pipeline_resume.sh):
 # - for every optimizer, a run stopped by --exit-interval and resumed with --load ends on the uninterrupted
 #   run's weights, stopped mid-warm-up (step 2) and mid-decay (step 5), and resumed from the last save before
 #   the stop when the stop's own checkpoint is gone (a stop that is not a multiple of --save-interval);
@@ -51,9 +52,21 @@ rm "$WORK/flipped/step_3/manifest.json"
 expect_error 1 "no complete checkpoint there" "$NB" train "${FLAGS[@]}" --load "$WORK/flipped"
 expect_error 2 "--save needs --save-interval N" "$NB" train "${FLAGS[@]}" --save "$WORK/x"
 expect_error 2 "--save-interval and --save-keep go with --save DIR" "$NB" train "${FLAGS[@]}" --save-interval 2
-expect_error 2 "not built yet for the pipeline executor" "$NB" train "${FLAGS[@]}" --stages 2 \
-  --untie-embeddings-and-output-weights --save "$WORK/x" --save-interval 2
-expect_error 2 "not built yet for \`nobubble reference\`" "$NB" reference "${FLAGS[@]}" --load "$CK"
+expect_error 2 "--signal-at-step needs --save DIR" "$NB" train "${FLAGS[@]}" --signal-at-step 2
+
+# The plain loop's checkpoint is the pipeline's too: one stage's file loads into 3 stages (a reshard) and into
+# the oracle, and both end on the uninterrupted weights (untied: the pipeline does not split a tied embedding).
+U=(--untie-embeddings-and-output-weights --optimizer adamw)
+run_logged 120 untied_full "$NB" train "${FLAGS[@]}" "${U[@]}"
+run_logged 120 untied_stop "$NB" train "${FLAGS[@]}" "${U[@]}" --save "$WORK/ck_untied" --save-interval 4 --exit-interval 4
+run_logged 120 untied_p3 "$NB" train "${FLAGS[@]}" "${U[@]}" --stages 3 --load "$WORK/ck_untied"
+run_logged 120 untied_ref "$NB" reference "${FLAGS[@]}" "${U[@]}" --stages 2 --load "$WORK/ck_untied"
+want=$(hash_of "$WORK/untied_full.log")
+[[ "$want" =~ ^[0-9a-f]{64}$ ]] && [ "$(hash_of "$WORK/untied_p3.log")" = "$want" ] \
+  && [ "$(hash_of "$WORK/untied_ref.log")" = "$want" ] \
+  && grep -q "resharded from 1 to 3 stages" "$WORK/untied_p3.log" \
+  && pass "the plain loop's checkpoint resumes on 3 pipeline stages and in the oracle, ending on its weights" \
+  || fail "plain $want, 3 stages $(hash_of "$WORK/untied_p3.log"), reference $(hash_of "$WORK/untied_ref.log")"
 
 # --save-keep 2: only the two newest complete checkpoints stay.
 run_logged 120 keep "$NB" train "${FLAGS[@]}" --save "$WORK/keep" --save-interval 2 --save-keep 2

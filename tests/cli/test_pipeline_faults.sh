@@ -12,7 +12,6 @@ make_corpus "$WORK/corpus.txt"
 MODEL=("${TINY_FLAGS[@]}" --num-layers 5 --train-iters 6)
 FLAGS=(--data "$WORK/corpus.txt" "${MODEL[@]}" --untie-embeddings-and-output-weights)
 
-error_lines() { grep -c '^nobubble: error: ' "$1"; }
 
 # ---- in one process ----
 expect_error 1 "stage 1: injected failure as step 2 begins" "$NB" train "${FLAGS[@]}" --stages 3 --num-microbatches 3 \
@@ -40,21 +39,6 @@ if [ "$HAVE_MPI" != 1 ]; then
   finish
   exit
 fi
-MPI=(mpirun --oversubscribe)
-
-# expect_mpi_failure NAME NP PATTERN ARGS...: non-zero within 20 s, exactly one error line, matching PATTERN.
-expect_mpi_failure() {
-  local name=$1 np=$2 pattern=$3 rc=0 t0=$SECONDS
-  shift 3
-  timeout -k 5 20 "${MPI[@]}" -np "$np" "$NB" train "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" || rc=$?
-  local took=$((SECONDS - t0))
-  if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$rc" != 137 ] && [ "$(error_lines "$WORK/$name.err")" = 1 ] \
-     && grep '^nobubble: error: ' "$WORK/$name.err" | grep -q -- "$pattern"; then
-    pass "$name: exit $rc after ${took}s, '$(grep '^nobubble: error: ' "$WORK/$name.err")'"
-  else
-    fail "$name: exit $rc after ${took}s (124: timed out), stderr: $(cat "$WORK/$name.err")"
-  fi
-}
 
 expect_mpi_failure fail_rank1 3 "rank 1 (stage 1): injected failure as step 2 begins" "${FLAGS[@]}" \
   --num-microbatches 3 --fail-at-step 2 --fail-rank 1

@@ -44,7 +44,7 @@ TrainOptions tiny_run(const std::string& data, const std::string& schedule, int 
 
 nb::PipelineSummary run_pipeline(const PipelineSetup& setup) {
     NullLog log;
-    return nb::run_in_process(setup, log.f);
+    return nb::run_in_process(setup, nullptr, log.f);
 }
 
 nb::reference::ReferenceSummary run_oracle(const TrainOptions& o) {

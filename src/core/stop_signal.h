@@ -1,0 +1,23 @@
+// A stop asked of the process by a signal: SIGTERM (what Slurm and `scancel` send; also `kill`) and SIGUSR1
+// (Slurm's warning before the time limit with `--signal=USR1@SECONDS`; `mpirun` forwards it to every rank). The
+// handler only records the signal, which is all a handler may safely do; the training loop reads it at the end
+// of each iteration, saves a checkpoint and stops (DESIGN section 9, src/run/checkpoint.h). A second signal
+// changes nothing: the first one's save goes on, and its files are written atomically anyway.
+#pragma once
+
+namespace nb {
+
+// Installs the handlers (idempotent). Only runs that save (--save) install them: without a place to save, a
+// signal keeps its default meaning and ends the process.
+void install_stop_signal_handlers();
+
+// The first stop signal received (SIGTERM or SIGUSR1), or 0 when none has been.
+int stop_signal_received();
+
+// Test-only: record `signal` as if it had arrived (the injected --signal-at-step).
+void record_stop_signal(int signal);
+
+// "SIGTERM", "SIGUSR1", or "signal N".
+const char* stop_signal_name(int signal);
+
+}  // namespace nb

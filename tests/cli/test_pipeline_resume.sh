@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Exact resume of the pipeline executor and the oracle (src/run/checkpoint.h, DESIGN section 8), on the CPU:
+# - every schedule x every optimizer, and 2bw with ef, taylor and --sync-start/--sync-cooldown: a run stopped
+#   by --exit-interval after step 2 (mid-warm-up) and resumed ends on the oracle's uninterrupted weights AND
+#   optimizer state; stopped after step 5 (mid-decay, not a multiple of --save-interval 3) with its own
+#   checkpoint removed, the resume from step 3 ends there too;
+# - the executor's checkpoint files are byte for byte the oracle's (the same sha256 in both manifests), and a
+#   checkpoint of either resumes in the other;
+# - resumes also over mpirun (one rank per stage), stopped in one process and resumed under mpirun;
+# - resharding: gpipe and 1f1b P=2 -> 3 and 4 -> 1 end bit-equal to the uninterrupted P-stage run; 2bw reshards
+#   bit-equal without per-stage clipping (--clip-grad 0), and with its default per-stage clip the state it loads
+#   is the saved one; pipedream refuses another stage count with one error naming the field;
+# - a damaged stage file of a pipeline checkpoint is one error under mpirun, and nothing is written.
+source "$(dirname "$0")/lib.sh"
+make_corpus "$WORK/corpus.txt"
+FLAGS=(--data "$WORK/corpus.txt" "${TINY_FLAGS[@]}" --num-layers 3 --untie-embeddings-and-output-weights
+       --train-iters 8 --lr-warmup-iters 3 --log-interval 4)
+
+# same_state NAME WANT_LOG GOT_LOG: the final weights and optimizer state hashes agree.
+same_state() {
+  local h o
+  h=$(hash_of "$2"); o=$(opt_of "$2")
+  if [[ "$h" =~ ^[0-9a-f]{64}$ ]] && [[ "$o" =~ ^[0-9a-f]{64}$ ]] && [ "$(hash_of "$3")" = "$h" ] \
+     && [ "$(opt_of "$3")" = "$o" ]; then pass "$1"
+  else fail "$1: want $h / $o, got $(hash_of "$3") / $(opt_of "$3")"; fi
+}
+# shas DIR: the stage files' sha256s in a manifest.
+shas() { grep -o '"sha256": "[0-9a-f]*"' "$1/manifest.json" | tr '\n' ' '; }
+
+# resume_case ID P FLAGS...: the oracle's uninterrupted run; train stopped after 2 and resumed; train stopped
+# after 5 (saves at 3 and 5), step_5 removed, resumed from 3; the oracle's checkpoint of step 5 = train's.
+resume_case() {
+  local id=$1 p=$2
+  shift 2
+  local F=("${FLAGS[@]}" --stages "$p" "$@")
+  run_logged 120 "full_$id" "$NB" reference "${F[@]}"
+  run_logged 120 "stop2_$id" "$NB" train "${F[@]}" --save "$WORK/a_$id" --save-interval 2 --exit-interval 2
+  run_logged 120 "res2_$id" "$NB" train "${F[@]}" --load "$WORK/a_$id"
+  run_logged 120 "stop5_$id" "$NB" train "${F[@]}" --save "$WORK/b_$id" --save-interval 3 --exit-interval 5
+  run_logged 120 "ref5_$id" "$NB" reference "${F[@]}" --save "$WORK/r_$id" --save-interval 5 --exit-interval 5
+  local s5 r5
+  s5=$(shas "$WORK/b_$id/step_5"); r5=$(shas "$WORK/r_$id/step_5")
+  [ -n "$s5" ] && [ "$s5" = "$r5" ] && pass "$id: train's checkpoint files of step 5 are the oracle's" \
+    || fail "$id: train $s5, oracle $r5"
+  rm -rf "$WORK/b_$id/step_5"
+  run_logged 120 "res3_$id" "$NB" train "${F[@]}" --load "$WORK/b_$id"
+  same_state "$id: stopped after 2 (mid-warm-up), resumed" "$WORK/full_$id.log" "$WORK/res2_$id.log"
+  same_state "$id: stopped after 5, resumed from step 3" "$WORK/full_$id.log" "$WORK/res3_$id.log"
+}
+
+for opt in adamw muon lion adan mars soap; do
+  resume_case "gpipe_$opt" 2 --schedule gpipe --num-microbatches 2 --optimizer "$opt"
+  resume_case "1f1b_$opt" 3 --schedule 1f1b --num-microbatches 3 --optimizer "$opt"
+  resume_case "2bw_$opt" 3 --schedule 2bw --num-microbatches 3 --optimizer "$opt"
+  resume_case "pipedream_$opt" 3 --schedule pipedream --num-microbatches 2 --optimizer "$opt"
+done
+resume_case 2bw_muon_ef 3 --schedule 2bw --num-microbatches 3 --optimizer muon --delay-fix ef
+resume_case 2bw_adamw_taylor 2 --schedule 2bw --num-microbatches 2 --optimizer adamw --delay-fix taylor
+resume_case 2bw_muon_ef_sync 3 --schedule 2bw --num-microbatches 3 --optimizer muon --delay-fix ef \
+  --sync-start 2 --sync-cooldown 2
+resume_case pipedream_lion_sync 3 --schedule pipedream --num-microbatches 2 --optimizer lion --sync-start 3
+
+# The oracle resumes from train's checkpoint, and train from the oracle's.
+run_logged 120 ref_from_train "$NB" reference "${FLAGS[@]}" --stages 3 --schedule 2bw --num-microbatches 3 \
+  --optimizer muon --delay-fix ef --load "$WORK/b_2bw_muon_ef"
+same_state "the oracle resumes from train's 2bw+ef checkpoint" "$WORK/full_2bw_muon_ef.log" "$WORK/ref_from_train.log"
+run_logged 120 train_from_ref "$NB" train "${FLAGS[@]}" --stages 3 --schedule pipedream --num-microbatches 2 \
+  --optimizer soap --load "$WORK/r_pipedream_soap"
+same_state "train resumes from the oracle's pipedream+soap checkpoint" "$WORK/full_pipedream_soap.log" \
+  "$WORK/train_from_ref.log"
+
+if [ "$HAVE_MPI" = 1 ]; then
+  M=(--schedule 2bw --num-microbatches 3 --optimizer muon --delay-fix ef)
+  run_logged 120 mpi_stop mpirun --oversubscribe -np 3 "$NB" train "${FLAGS[@]}" "${M[@]}" --save "$WORK/m" \
+    --save-interval 3 --exit-interval 5
+  run_logged 120 mpi_res mpirun --oversubscribe -np 3 "$NB" train "${FLAGS[@]}" "${M[@]}" --load "$WORK/m"
+  same_state "mpirun -np 3: 2bw+ef stopped after 5 and resumed" "$WORK/full_2bw_muon_ef.log" "$WORK/mpi_res.log"
+  run_logged 120 mpi_res_pd mpirun --oversubscribe -np 3 "$NB" train "${FLAGS[@]}" --schedule pipedream \
+    --num-microbatches 2 --optimizer adan --load "$WORK/a_pipedream_adan"
+  same_state "mpirun -np 3: pipedream+adan stopped in one process, resumed under mpirun" \
+    "$WORK/full_pipedream_adan.log" "$WORK/mpi_res_pd.log"
+  cp -r "$WORK/m" "$WORK/m_bad"
+  printf 'X' | dd of="$WORK/m_bad/step_5/stage_2.bin" bs=1 seek=3000 conv=notrunc status=none
+  before=$(ls -R "$WORK/m_bad" | md5sum)
+  expect_mpi_failure damaged 3 "rank 2 (stage 2): '.*m_bad/step_5/stage_2.bin': its sha256 differs from the manifest's field 'sha256'" \
+    "${FLAGS[@]}" "${M[@]}" --load "$WORK/m_bad" --save "$WORK/m_bad" --save-interval 1
+  [ "$(ls -R "$WORK/m_bad" | md5sum)" = "$before" ] && pass "a damaged checkpoint: nothing was written" \
+    || fail "the damaged checkpoint's directory changed"
+else
+  echo "skip: mpirun cases (this nobubble has no MPI)"
+fi
+
+# Resharding: gpipe and 1f1b bits do not depend on the cut. The optimizer state's hash does (it is taken stage
+# by stage), so the resumed run's final checkpoint is loaded back into P stages by a run with no step left,
+# which prints the hashes of exactly what it loaded, in P's cut.
+reshard_case() {
+  local id=$1 p=$2 q=$3
+  shift 3
+  local F=("${FLAGS[@]}" "$@")
+  run_logged 120 "rs_full_$id" "$NB" reference "${F[@]}" --stages "$p"
+  run_logged 120 "rs_stop_$id" "$NB" train "${F[@]}" --stages "$p" --save "$WORK/rs_$id" --save-interval 5 \
+    --exit-interval 5
+  run_logged 120 "rs_res_$id" "$NB" train "${F[@]}" --stages "$q" --load "$WORK/rs_$id" --save "$WORK/rsq_$id" \
+    --save-interval 8
+  run_logged 120 "rs_back_$id" "$NB" train "${F[@]}" --stages "$p" --load "$WORK/rsq_$id"
+  grep -q "resharded from $p to $q stages" "$WORK/rs_res_$id.log" || fail "$id: no reshard line"
+  [ "$(hash_of "$WORK/rs_res_$id.log")" = "$(hash_of "$WORK/rs_full_$id.log")" ] || fail "$id: weights differ"
+  same_state "$id: saved on $p stages, resumed on $q, its end loaded back into $p" "$WORK/rs_full_$id.log" \
+    "$WORK/rs_back_$id.log"
+}
+reshard_case gpipe_2to3 2 3 --schedule gpipe --num-microbatches 2 --optimizer adamw
+reshard_case gpipe_4to1 4 1 --schedule gpipe --num-microbatches 2 --optimizer soap --num-layers 4
+reshard_case 1f1b_2to3 2 3 --schedule 1f1b --num-microbatches 3 --optimizer muon
+reshard_case 1f1b_4to1 4 1 --schedule 1f1b --num-microbatches 4 --optimizer adamw --num-layers 4
+reshard_case 2bw_noclip_3to2 3 2 --schedule 2bw --num-microbatches 3 --optimizer muon --delay-fix ef --clip-grad 0
+# 2bw with its default per-stage clip: after a reshard the norms are the new stages', so the run differs from
+# the uninterrupted one from its first step on; what it loads is exactly what was saved (a resume that runs no
+# step ends on the saved state).
+B2=("${FLAGS[@]}" --schedule 2bw --num-microbatches 3 --optimizer muon --delay-fix ef)
+run_logged 120 rs_2bw_stop "$NB" train "${B2[@]}" --stages 3 --save "$WORK/rs_2bw" --save-interval 5 --exit-interval 5
+run_logged 120 rs_2bw_load "$NB" train "${B2[@]}" --stages 2 --train-iters 5 --load "$WORK/rs_2bw"
+[ "$(hash_of "$WORK/rs_2bw_load.log")" = "$(hash_of "$WORK/rs_2bw_stop.log")" ] \
+  && pass "2bw, per-stage clip: 3 stages' checkpoint loads into 2 with the saved weights" \
+  || fail "2bw reshard load: $(hash_of "$WORK/rs_2bw_load.log") vs $(hash_of "$WORK/rs_2bw_stop.log")"
+run_logged 120 rs_2bw_run "$NB" train "${B2[@]}" --stages 2 --load "$WORK/rs_2bw"
+expect_error 1 "field 'stages' is 3 there, 2 in this run: pipedream's weight stash depends on the stage" \
+  "$NB" train "${FLAGS[@]}" --stages 2 --schedule pipedream --num-microbatches 2 --optimizer adamw \
+  --load "$WORK/a_pipedream_adamw"
+expect_error 1 "field 'identity.schedule' is '2bw' there, '1f1b' in this run" \
+  "$NB" train "${FLAGS[@]}" --stages 3 --schedule 1f1b --num-microbatches 3 --optimizer adamw --load "$WORK/a_2bw_adamw"
+finish
