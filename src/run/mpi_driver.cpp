@@ -158,7 +158,7 @@ std::optional<PipelineSummary> run_stage(const PipelineSetup& setup, Transport& 
     while (!runner.done() || (collector && !collector->done())) {
         bool moved = runner.try_advance();
         if (collector) moved |= collector->poll();
-        if (!moved) transport.wait_for_progress();
+        if (!moved) transport.wait_for_progress(std::chrono::seconds(1));  // bounded, so that the loop looks again
     }
     transport.finish();
     if (!collector) return std::nullopt;
