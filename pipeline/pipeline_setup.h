@@ -36,7 +36,8 @@ struct PipelineSetup {
 // stage's action list (build_schedule) and parameter layout.
 PipelineSetup make_pipeline_setup(const RunPlan& plan);
 
-// Under mpirun each rank is one stage: UsageError unless --stages equals the number of ranks.
+// Under mpirun each rank is one stage: UsageError unless --stages equals the number of ranks, and for the
+// test-only --stall-at-step without mpirun (one stalled stage would stall every stage of the process forever).
 void check_stages_match_ranks(const TrainOptions& options, int world_size);
 
 // `train` runs the pipeline executor for more than one stage, an asynchronous schedule, under mpirun, with

@@ -1,8 +1,10 @@
 #include "pipeline/stage_runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -30,6 +32,12 @@ Tensor take(std::map<int64_t, Tensor>& from, int64_t microbatch, const char* wha
     return std::move(node.mapped());
 }
 
+// --stall-at-step: hang as a wedged rank does, without progressing and without ending (only a signal or the
+// job's abort ends it).
+[[noreturn]] void stall_forever() {
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
 }  // namespace
 
 StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& transport, Ops& ops)
@@ -54,7 +62,15 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
                                            setup.num_stages(), transport.stage(), transport.num_stages()));
 }
 
-std::string StageRunner::next_task() const { return done() ? "done" : describe(tasks_[next_]); }
+std::string StageRunner::next_task() const {
+    if (done()) return "done";
+    const StageTask& task = tasks_[next_];
+    // A blocked optimizer step or evaluation waits for something its description does not name.
+    if (step_begun_) return describe(task) + ": the all-gather of every stage's clip sums (--clip-scope global)";
+    if (task.kind == StageTask::Kind::evaluate && !first_)
+        return fmt::format("{}: its input from stage {}", describe(task), stage_ - 1);
+    return describe(task);
+}
 
 void StageRunner::start_clock(StageClock::Clock::time_point origin) { meter_.start_clock(origin); }
 
@@ -92,6 +108,8 @@ void StageRunner::post_receives_ahead() {
 }
 
 void StageRunner::inject_fault(const StageTask& task) {
+    if (stage_ == o_.stall_rank && task.kind == StageTask::Kind::action && task.action.step == o_.stall_at_step)
+        stall_forever();
     if (stage_ != o_.fail_rank || task.kind != StageTask::Kind::action || task.action.step != o_.fail_at_step) return;
     throw RuntimeError(fmt::format("injected failure as step {} begins (--fail-at-step {} --fail-rank {})",
                                    o_.fail_at_step, o_.fail_at_step, o_.fail_rank));

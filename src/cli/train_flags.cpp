@@ -99,6 +99,14 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--fail-at-step", o.fail_at_step,
                    "TEST ONLY: with --fail-rank, that rank raises an error as optimizer step N (from 0) begins");
     sub.add_option("--fail-rank", o.fail_rank, "TEST ONLY: the rank (stage) that --fail-at-step fails");
+    // Test-only: the watchdog's tests make one rank hang mid-run to check that the others end the job.
+    sub.add_option("--stall-at-step", o.stall_at_step,
+                   "TEST ONLY: with --stall-rank, that rank sleeps forever as optimizer step N (from 0) begins");
+    sub.add_option("--stall-rank", o.stall_rank, "TEST ONLY: the rank (stage) that --stall-at-step stalls");
+    sub.add_option("--watchdog-s", o.watchdog_s,
+                   "Under mpirun: a rank whose stage makes no progress for S seconds names what it waits for and "
+                   "aborts the job (0: off; in one process a deadlock is found without it)")
+        ->capture_default_str();
 }
 
 TrainOptions resolve_train_flags(const TrainFlags& f) {
