@@ -100,7 +100,7 @@ public:
         return all;
     }
 
-    void wait_for_progress() override {}
+    bool wait_for_progress(std::chrono::milliseconds) override { return true; }
     void finish() override {}
 
     [[noreturn]] void abort(int exit_code) override {

@@ -76,6 +76,21 @@ struct PendingSend {
 // NOBUBBLE_MPI_PROGRESS_US overrides the interval (0: no helper), for measuring it.
 constexpr auto kProgressInterval = std::chrono::microseconds(1000);
 
+// wait_for_progress's sleeps between its polls where the ranks oversubscribe the cores: the first, and the
+// longest (it doubles up to it). A message that arrives meanwhile is seen within ~kMaxPause.
+constexpr auto kFirstPause = std::chrono::microseconds(50);
+constexpr auto kMaxPause = std::chrono::microseconds(2000);
+
+// The ranks that share this rank's node (collective over `comm`).
+int ranks_on_this_node(MPI_Comm comm) {
+    MPI_Comm node = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+    int size = 1;
+    MPI_Comm_size(node, &size);
+    MPI_Comm_free(&node);
+    return size;
+}
+
 std::chrono::microseconds progress_interval() {
     const char* e = std::getenv("NOBUBBLE_MPI_PROGRESS_US");
     return e ? std::chrono::microseconds(std::max(0, std::atoi(e))) : kProgressInterval;
@@ -92,6 +107,7 @@ public:
         MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attr, &flag);
         const int tag_ub = flag ? *static_cast<int*>(attr) : 32767;  // 32767: the least MPI guarantees
         indices_per_channel_ = tag_ub / kNumChannels;
+        oversubscribed_ = ranks_on_this_node(comm_) > static_cast<int>(std::thread::hardware_concurrency());
     }
 
     ~MpiTransport() override {
@@ -208,39 +224,29 @@ public:
         return all;
     }
 
-    // Waits for any posted receive or started all-gather to complete, and marks it so the next try_take of it
-    // succeeds. Sends complete on their own (their receives are posted ahead), so they are not waited on here.
-    void wait_for_progress() override {
-        std::lock_guard lock(mutex_);  // the helper waits meanwhile: MPI_Waitany runs the progress engine itself
-        // What the helper saw complete since the caller last looked may be what the caller waits for: it must
-        // look again rather than wait here for the others (which may never come before it moves).
-        if (helper_marked_) {
-            helper_marked_ = false;
-            return;
-        }
-        reap_sends();
-        std::vector<MPI_Request> requests;
-        std::vector<std::pair<PendingRecv*, PendingGather*>> owners;
-        for (auto& [key, r] : recvs_)
-            if (!r.arrived) {
-                requests.push_back(r.request);
-                owners.emplace_back(&r, nullptr);
-            }
-        for (auto& [tag, g] : gathers_)
-            if (!g.arrived) {
-                requests.push_back(g.request);
-                owners.emplace_back(nullptr, &g);
-            }
-        if (requests.empty()) return;  // something has arrived already: the caller can move
-        int index = MPI_UNDEFINED;
-        MPI_Status status;
-        check_mpi(MPI_Waitany(static_cast<int>(requests.size()), requests.data(), &index, &status), "MPI_Waitany");
-        if (index == MPI_UNDEFINED) return;
-        auto [recv, gather] = owners[static_cast<size_t>(index)];
-        if (recv) mark_arrived(*recv, status);
-        if (gather) {
-            gather->request = MPI_REQUEST_NULL;
-            gather->arrived = true;
+    // Waits for a posted receive or started all-gather to complete, for at most `limit`, and marks it so that
+    // the next try_take of it succeeds. Sends complete on their own (their receives are posted ahead), so they
+    // are not waited for. It polls (MPI_Testsome, one turn of the progress engine: look_for_progress) rather
+    // than blocking in MPI_Waitany, which cannot time out: a rank waiting for a dead or wedged peer would wait
+    // forever, and its watchdog could never fire. Between polls, mutex_ released (the helper may turn the
+    // engine meanwhile):
+    //   a core per rank   no pause, as MPI_Waitany spins. Sleeping costs throughput even in short pauses: a
+    //                     large message moves only while the receiver is inside MPI too (the helper's comment
+    //                     above), and 2bw on 2 ranks on 2 cores measured 3% bubble spinning, 7-8% with pauses of
+    //                     up to 200 us, 11% with pauses of up to 2 ms (bench schedules, 6.9k vs 6.4k tokens/s);
+    //   oversubscribed    (more ranks on this node than it has cores) a spinning rank takes the core of a rank
+    //                     that computes, so it sleeps kFirstPause, then twice as long each time up to kMaxPause
+    //                     (3 ranks on 2 cores: 1f1b 5.4k tokens/s sleeping, 3.6-4.7k spinning in MPI_Waitany).
+    bool wait_for_progress(std::chrono::milliseconds limit) override {
+        const auto deadline = std::chrono::steady_clock::now() + limit;
+        std::chrono::microseconds pause = kFirstPause;
+        for (;;) {
+            if (look_for_progress()) return true;
+            const auto now = std::chrono::steady_clock::now();
+            if (now >= deadline) return false;
+            if (!oversubscribed_) continue;
+            std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+            pause = std::min(pause * 2, kMaxPause);
         }
     }
 
@@ -279,15 +285,31 @@ private:
         });
     }
 
+    // One poll of wait_for_progress: true when the caller should look again, because a receive or all-gather
+    // was marked complete since it last looked (what the helper saw complete may be what the caller waits for)
+    // or because nothing it could wait for is pending (what it needs has arrived already).
+    bool look_for_progress() {
+        std::lock_guard lock(mutex_);
+        progress_pending();
+        const bool moved = newly_marked_ || !awaits_any();
+        newly_marked_ = false;
+        return moved;
+    }
+
+    bool awaits_any() const {
+        return std::any_of(recvs_.begin(), recvs_.end(), [](const auto& r) { return !r.second.arrived; }) ||
+               std::any_of(gathers_.begin(), gathers_.end(), [](const auto& g) { return !g.second.arrived; });
+    }
+
     void stop_progress() {
         stop_.store(true);
         if (helper_.joinable()) helper_.join();
         helper_stopped_ = true;
     }
 
-    // One pass of the helper (under mutex_): one MPI_Testsome over everything pending, which is one turn of the
-    // progress engine whatever the number of requests; what completed is marked (receives, all-gathers: the
-    // main thread's next try_take finds them at once) or forgotten (sends).
+    // One pass of the helper, or of wait_for_progress's poll (under mutex_): one MPI_Testsome over everything
+    // pending, which is one turn of the progress engine whatever the number of requests; what completed is
+    // marked (receives, all-gathers: the main thread's next try_take finds them at once) or forgotten (sends).
     void progress_pending() {
         requests_.clear();
         owners_.clear();
@@ -317,11 +339,11 @@ private:
             const Owner& o = owners_[static_cast<size_t>(indices_[static_cast<size_t>(k)])];
             if (o.recv) {
                 mark_arrived(*o.recv, statuses_[static_cast<size_t>(k)]);
-                helper_marked_ = true;
+                newly_marked_ = true;
             } else if (o.gather) {
                 o.gather->request = MPI_REQUEST_NULL;
                 o.gather->arrived = true;
-                helper_marked_ = true;
+                newly_marked_ = true;
             } else {
                 sends_.erase(o.send);  // delivered: what it read may go
             }
@@ -395,7 +417,8 @@ private:
     std::thread helper_;
     std::atomic<bool> stop_{false};
     bool helper_stopped_ = false;
-    bool helper_marked_ = false;  // the helper marked a receive or all-gather complete since wait_for_progress
+    bool oversubscribed_ = false;  // more ranks on this node than cores: wait_for_progress sleeps between polls
+    bool newly_marked_ = false;  // a receive or all-gather was marked complete since wait_for_progress looked
     // The helper's scratch, kept to avoid allocating every pass.
     struct Owner {
         std::list<PendingSend>::iterator send;

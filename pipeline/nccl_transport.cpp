@@ -225,10 +225,10 @@ public:
 
     // ---- waiting, the end, the fault path ----
 
-    void wait_for_progress() override {
+    bool wait_for_progress(std::chrono::milliseconds limit) override {
         reap_sends();
         bool moved = pump_all();
-        if (moved) return;  // a receive was issued: the runner may take it soon
+        if (moved) return true;  // a receive was issued: the runner may take it soon
         bool on_gpu = false;
         for (auto& [key, r] : recvs_) {
             if (!r.issued || r.seen_landed) continue;
@@ -237,14 +237,14 @@ public:
             else
                 on_gpu = true;
         }
-        if (moved) return;
+        if (moved) return true;
         if (on_gpu) {
             // Nothing in MPI would wake us when a transfer lands: look again soon instead of blocking there.
             check_async_errors();
             std::this_thread::sleep_for(kPollInterval);
-            return;
+            return true;
         }
-        inner_->wait_for_progress();  // an announcement (posted while a receive waits for one) wakes it
+        return inner_->wait_for_progress(limit);  // an announcement (posted while a receive waits for one) wakes it
     }
 
     void finish() override {

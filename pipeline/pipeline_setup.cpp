@@ -51,11 +51,15 @@ void check_stages_match_ranks(const TrainOptions& o, int world_size) {
             fmt::format("--stages {} does not match the {} MPI ranks: under mpirun each rank is one "
                         "stage (omit --stages, or start {} ranks)",
                         o.stages, world_size, o.stages));
+    if (world_size <= 1 && o.stall_rank >= 0)
+        throw UsageError("--stall-at-step stalls one rank of an mpirun job; in one process it would stall every "
+                         "stage forever");
 }
 
 bool needs_pipeline(const RunPlan& plan, int world_size) {
     const TrainOptions& o = plan.options;
-    const bool injects_faults = o.fail_at_step >= 0 || o.fail_rank >= 0;  // only the executor injects them
+    // Only the executor injects faults and stalls.
+    const bool injects_faults = o.fail_at_step >= 0 || o.fail_rank >= 0 || o.stall_at_step >= 0 || o.stall_rank >= 0;
     const bool traces = !o.trace_path.empty();  // only the executor records a trace (one stage: the same bits)
     return world_size > 1 || o.stages != 1 || injects_faults || traces ||
            is_asynchronous(o.schedule);

@@ -46,7 +46,8 @@ struct PipelineSetup {
 // would have in the whole run (the versions they name come from the checkpoint; work in flight is redone).
 PipelineSetup make_pipeline_setup(const RunPlan& plan, int64_t first_iteration = 0);
 
-// Under mpirun each rank is one stage: UsageError unless --stages equals the number of ranks.
+// Under mpirun each rank is one stage: UsageError unless --stages equals the number of ranks, and for the
+// test-only --stall-at-step without mpirun (one stalled stage would stall every stage of the process forever).
 void check_stages_match_ranks(const TrainOptions& options, int world_size);
 
 // `train` runs the pipeline executor for more than one stage, an asynchronous schedule, under mpirun, with

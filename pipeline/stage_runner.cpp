@@ -1,9 +1,11 @@
 #include "pipeline/stage_runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <stdexcept>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -34,6 +36,12 @@ Tensor take(std::map<int64_t, Tensor>& from, int64_t microbatch, const char* wha
     return std::move(node.mapped());
 }
 
+// --stall-at-step: hang as a wedged rank does, without progressing and without ending (only a signal or the
+// job's abort ends it).
+[[noreturn]] void stall_forever() {
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
 }  // namespace
 
 StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& transport, Ops& ops)
@@ -61,7 +69,15 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
                                            setup.num_stages(), transport.stage(), transport.num_stages()));
 }
 
-std::string StageRunner::next_task() const { return done() ? "done" : describe(tasks_[next_]); }
+std::string StageRunner::next_task() const {
+    if (done()) return "done";
+    const StageTask& task = tasks_[next_];
+    // A blocked optimizer step or evaluation waits for something its description does not name.
+    if (step_begun_) return describe(task) + ": the all-gather of every stage's clip sums (--clip-scope global)";
+    if (task.kind == StageTask::Kind::evaluate && !first_)
+        return fmt::format("{}: its input from stage {}", describe(task), stage_ - 1);
+    return describe(task);
+}
 
 void StageRunner::restore(const std::map<std::string, const Tensor*>& saved, int64_t steps_taken, LoaderPosition data,
                           const std::string& source) {
@@ -141,6 +157,7 @@ void StageRunner::drop_tasks_after_stop() {
 void StageRunner::inject_fault(const StageTask& task) {
     if (task.kind != StageTask::Kind::action) return;
     if (stage_ == o_.signal_rank && task.action.step == o_.signal_at_step) record_stop_signal(SIGTERM);
+    if (stage_ == o_.stall_rank && task.action.step == o_.stall_at_step) stall_forever();
     if (stage_ != o_.fail_rank || task.action.step != o_.fail_at_step) return;
     throw RuntimeError(fmt::format("injected failure as step {} begins (--fail-at-step {} --fail-rank {})",
                                    o_.fail_at_step, o_.fail_at_step, o_.fail_rank));

@@ -65,13 +65,15 @@ public:
     // Runs the next task if what it needs is there (a receive has arrived; the all-gather of a global clip has
     // completed) and returns true; returns false when it is blocked or done. Receives of the next kLookahead
     // tasks are posted first. Errors: RuntimeError (data, a non-finite loss with --stop-on-nan, the injected
-    // --fail-at-step fault), std::logic_error (a plan that breaks the runtime's rules).
+    // --fail-at-step fault), std::logic_error (a plan that breaks the runtime's rules). The injected
+    // --stall-at-step never returns.
     bool try_advance();
     // Times from now on count from `origin`, the same for every stage (the drivers call it once, just before
     // the run; by default the clock starts when the runner is made).
     void start_clock(StageClock::Clock::time_point origin);
     bool done() const { return next_ >= tasks_.size(); }
-    // What the runner does next, e.g. "recv_gradient mb 3 from stage 1" (for deadlock reports).
+    // What the runner does next, e.g. "recv_gradient mb 3 from stage 1", and what it waits for where that does
+    // not say (the all-gather of a global clip, an evaluation's input): for deadlock and watchdog reports.
     std::string next_task() const;
 
     // Before the run, resuming: the stage's tensors from its checkpoint files (by name, any stage cut), the

@@ -9,7 +9,8 @@
 // Everything is non-blocking, because the executor is an event loop (pipeline/stage_runner.h) and because P
 // stages may share one thread (in-process): a receive is posted ahead of need with the shape it will have, and
 // polled with try_take until it has arrived; a send returns at once. The only call that blocks is
-// wait_for_progress, which the one-stage-per-process driver calls when its stage cannot move.
+// wait_for_progress, for at most the time it is given, which the one-stage-per-process driver calls when its
+// stage cannot move (and between the calls checks its watchdog, src/run/watchdog.h).
 //
 // Payloads are tensors (activations and their gradients, in the backend's activation dtype; final weights) and
 // short vectors of host doubles (the per-iteration reports to stage 0: losses and sums of squares, whose bits
@@ -22,6 +23,7 @@
 // MPI rule); the runner does, since they come from optimizer steps every stage makes in step order.
 #pragma once
 
+#include <chrono>
 #include <compare>
 #include <cstdint>
 #include <optional>
@@ -88,9 +90,12 @@ public:
     virtual void start_allgather(MessageTag tag, std::vector<double> values, const std::vector<int64_t>& counts) = 0;
     virtual std::optional<std::vector<std::vector<double>>> try_take_allgather(MessageTag tag) = 0;
 
-    // Blocks until something posted here may have completed. With the stages of one process in one thread
-    // nothing can arrive while it waits, so there it returns at once (the in-process driver never calls it).
-    virtual void wait_for_progress() = 0;
+    // Blocks until something posted here may have completed, or for at most `limit`: true when the caller
+    // should look again (something completed, or the transport cannot tell), false when `limit` passed and
+    // nothing did. A transport that waits by polling sleeps between its polls, so that an idle rank leaves its
+    // core to the others. With the stages of one process in one thread nothing can arrive while it waits, so
+    // there it returns true at once (the in-process driver never calls it).
+    virtual bool wait_for_progress(std::chrono::milliseconds limit) = 0;
     // Blocks until every send of this endpoint has been delivered (before the process ends its transport).
     virtual void finish() = 0;
     // Ends the whole job at once, every stage with it, with `exit_code`: the fault path, so that no stage is

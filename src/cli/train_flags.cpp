@@ -106,6 +106,14 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
                    "TEST ONLY: rank --signal-rank acts as if a SIGTERM arrived as optimizer step N (from 0) begins");
     sub.add_option("--signal-rank", o.signal_rank, "TEST ONLY: the rank (stage) of --signal-at-step")
         ->capture_default_str();
+    // Test-only: the watchdog's tests make one rank hang mid-run to check that the others end the job.
+    sub.add_option("--stall-at-step", o.stall_at_step,
+                   "TEST ONLY: with --stall-rank, that rank sleeps forever as optimizer step N (from 0) begins");
+    sub.add_option("--stall-rank", o.stall_rank, "TEST ONLY: the rank (stage) that --stall-at-step stalls");
+    sub.add_option("--watchdog-s", o.watchdog_s,
+                   "Under mpirun: a rank whose stage makes no progress for S seconds names what it waits for and "
+                   "aborts the job (0: off; in one process a deadlock is found without it)")
+        ->capture_default_str();
 }
 
 TrainOptions resolve_train_flags(const TrainFlags& f) {

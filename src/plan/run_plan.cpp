@@ -84,6 +84,15 @@ void check_fault_flags(const TrainOptions& o) {
         throw UsageError("--fail-at-step and --fail-rank go together (test-only fault injection)");
     if (o.fail_rank >= o.stages)
         throw UsageError(fmt::format("--fail-rank {} is not a rank of {} stages", o.fail_rank, o.stages));
+    if ((o.stall_at_step >= 0) != (o.stall_rank >= 0))
+        throw UsageError("--stall-at-step and --stall-rank go together (test-only stall injection)");
+    if (o.stall_rank >= o.stages)
+        throw UsageError(fmt::format("--stall-rank {} is not a rank of {} stages", o.stall_rank, o.stages));
+}
+
+void check_watchdog(const TrainOptions& o) {
+    if (!(o.watchdog_s >= 0) || !std::isfinite(o.watchdog_s))
+        throw UsageError(fmt::format("--watchdog-s must be a number of seconds >= 0 (0: off), got {}", o.watchdog_s));
 }
 
 }  // namespace
@@ -99,6 +108,7 @@ RunPlan make_run_plan(const TrainOptions& o) {
     check_delay_mitigations(o);
     check_checkpoint_flags(o);
     check_fault_flags(o);
+    check_watchdog(o);
     return plan;
 }
 

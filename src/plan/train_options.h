@@ -76,6 +76,14 @@ struct TrainOptions {
     // one had arrived then (src/core/stop_signal.h). -1: off.
     int64_t signal_at_step = -1;
     int signal_rank = 0;
+    // Test-only stall (--stall-at-step N --stall-rank R, for the watchdog's tests): rank R sleeps forever as it
+    // begins optimizer step N, as a wedged rank would, so that the other ranks' watchdogs must end the job. -1: off.
+    int64_t stall_at_step = -1;
+    int stall_rank = -1;
+
+    // --watchdog-s S (under mpirun): a rank whose stage made no progress for S seconds names what it waits for
+    // and aborts the job (src/run/watchdog.h). 0: off. The in-process pipeline finds its deadlocks itself.
+    double watchdog_s = 300;
 
     int64_t tokens_per_iter() const { return micro_batch_size * num_microbatches * seq_length; }
     // "--optimizer muon --delay-fix ef --sync-start 5": the update rule, for the runs' header lines (the delay

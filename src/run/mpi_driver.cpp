@@ -17,6 +17,7 @@
 #endif
 #include "src/run/pipeline_driver.h"
 #include "src/run/progress_collector.h"
+#include "src/run/watchdog.h"
 #include "pipeline/stage_runner.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);
@@ -72,6 +73,15 @@ void print_rank_error(int rank, const std::exception& e, std::FILE* log) {
     std::fflush(log);
     fmt::print(stderr, "nobubble: error: rank {} (stage {}): {}\n", rank, rank, e.what());
     std::fflush(stderr);
+}
+
+// --watchdog-s: this rank waited too long for a peer that may be dead or wedged, as the other ranks may too.
+// One line, then the whole job ends (abort() does not return).
+void end_by_watchdog(Transport& transport, const Watchdog& watchdog, const std::string& waits_for, std::FILE* log) {
+    std::fflush(log);
+    fmt::print(stderr, "nobubble: error: {}\n", watchdog_message(transport.stage(), watchdog.limit_s(), waits_for));
+    std::fflush(stderr);
+    transport.abort(kExitRuntime);
 }
 
 // The origin of every stage's clock, after the setup's collective (so every rank is here, give or take its exit
@@ -158,10 +168,16 @@ std::optional<PipelineSummary> run_stage(const PipelineSetup& setup, Transport& 
     ProgressCollector* collector = rs.collector.get();
     const char* where = ops.device() == Device::cuda ? "over NCCL and MPI" : "over MPI";
     if (collector) print_pipeline_header(log, setup, where, ops.device(), runner.train_windows());
+    Watchdog watchdog(setup.options.watchdog_s);
     while (!runner.done() || (collector && !collector->done())) {
         bool moved = runner.try_advance();
         if (collector) moved |= collector->poll();
-        if (!moved) transport.wait_for_progress();
+        if (moved)
+            watchdog.progressed();
+        else if (watchdog.idle())
+            end_by_watchdog(transport, watchdog, rank_waits_for(runner, collector), log);
+        else
+            transport.wait_for_progress(watchdog.wait_limit());
     }
     transport.finish();
     if (!collector) return std::nullopt;

@@ -7,10 +7,13 @@
 //                    "stage S: " in front, as the same kind of error.
 //   under MPI        one runner per rank (stage = rank): advance, and when blocked wait on the transport. Any
 //                    error prints `nobubble: error: rank R (stage S): ...` and aborts the whole job (MPI_Abort),
-//                    so that no rank hangs waiting for a failed one. OpenBLAS runs one thread per rank (the
-//                    ranks are the parallelism) unless OPENBLAS_NUM_THREADS says otherwise. With --device cuda
-//                    every rank starts its GPU first and the ranks agree on that before NCCL is set up; then
-//                    NCCL moves activations and gradients between neighbours (pipeline/nccl_transport.h).
+//                    so that no rank hangs waiting for a failed one; a rank that made no progress for
+//                    --watchdog-s seconds (a dead or wedged peer) prints `nobubble: error: watchdog: ...` naming
+//                    what it waits for and aborts the job too (src/run/watchdog.h). OpenBLAS runs one thread
+//                    per rank (the ranks are the parallelism) unless OPENBLAS_NUM_THREADS says otherwise. With
+//                    --device cuda every rank starts its GPU first and the ranks agree on that before NCCL is
+//                    set up; then NCCL moves activations and gradients between neighbours
+//                    (pipeline/nccl_transport.h).
 // Stage 0 (rank 0) prints: the header, a progress line per iteration, the versions line; the caller prints the
 // final lines from the summary. Every runner's clock starts at one origin just before the run (what a trace
 // across stages needs): in one process the same instant; under MPI rank 0's wall-clock instant, broadcast, which
