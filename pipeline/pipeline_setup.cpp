@@ -59,7 +59,8 @@ void check_stages_match_ranks(const TrainOptions& o, int world_size) {
 bool needs_pipeline(const RunPlan& plan, int world_size) {
     const TrainOptions& o = plan.options;
     // Only the executor injects faults and stalls.
-    const bool injects_faults = o.fail_at_step >= 0 || o.fail_rank >= 0 || o.stall_at_step >= 0 || o.stall_rank >= 0;
+    const bool injects_faults = o.fail_at_step >= 0 || o.fail_rank >= 0 || o.stall_at_step >= 0 || o.stall_rank >= 0 ||
+                                o.kill_rank >= 0;
     const bool traces = !o.trace_path.empty();  // only the executor records a trace (one stage: the same bits)
     return world_size > 1 || o.stages != 1 || injects_faults || traces ||
            is_asynchronous(o.schedule);

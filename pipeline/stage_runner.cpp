@@ -14,6 +14,7 @@
 #include "src/core/stop_signal.h"
 #include "model/model_step.h"
 #include "optim/grad_clip.h"
+#include "pipeline/fault_injection.h"
 #include "pipeline/stage_checkpoint.h"
 #include "pipeline/stage_report.h"
 #include "pipeline/state_hash.h"
@@ -34,12 +35,6 @@ Tensor take(std::map<int64_t, Tensor>& from, int64_t microbatch, const char* wha
     auto node = from.extract(microbatch);
     if (node.empty()) throw std::logic_error(fmt::format("{} of microbatch {} is not here", what, microbatch));
     return std::move(node.mapped());
-}
-
-// --stall-at-step: hang as a wedged rank does, without progressing and without ending (only a signal or the
-// job's abort ends it).
-[[noreturn]] void stall_forever() {
-    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
 }  // namespace
@@ -163,6 +158,14 @@ void StageRunner::inject_fault(const StageTask& task) {
                                    o_.fail_at_step, o_.fail_at_step, o_.fail_rank));
 }
 
+bool StageRunner::kill_asked(KillPoint point) const {
+    return stage_ == o_.kill_rank && o_.kill_during == point;
+}
+
+void StageRunner::die_if_asked(KillPoint point, int64_t step) const {
+    if (kill_asked(point) && step == o_.kill_at_step) die_by_sigkill();
+}
+
 bool StageRunner::run(const StageTask& task) {
     switch (task.kind) {
         case StageTask::Kind::action: return run_action(task.action);
@@ -198,6 +201,7 @@ int64_t StageRunner::iteration_of_microbatch(int64_t microbatch) const { return 
 // ---- communication ----
 
 bool StageRunner::receive(const Action& a, std::map<int64_t, Tensor>& into) {
+    die_if_asked(KillPoint::receive, a.step);
     std::optional<Tensor> t = transport_.try_take(a.peer, tag_of(a));
     if (!t) return false;
     into.emplace(a.microbatch, std::move(*t));
@@ -213,6 +217,7 @@ void StageRunner::send(const Action& a, std::map<int64_t, Tensor>& from) {
 void StageRunner::forward(const Action& a) {
     if (a.microbatch != next_forward_)  // the data is read in microbatch order
         throw std::logic_error(fmt::format("forward of microbatch {} when {} is next", a.microbatch, next_forward_));
+    die_if_asked(KillPoint::forward, a.step);
     ++next_forward_;
     InFlight& f = in_flight_[a.microbatch];
     f.batch = own_copy(train_reader_.next(*data_->train, ops_.device()));
@@ -293,6 +298,7 @@ void StageRunner::finish_step(const Action& a, double norm) {
         state_.optimizer.compensate(ops_, state_.model.layout(), state_.master, state_.grads, &versions_.at(*stale));
         versions_.release(*stale);
     }
+    die_if_asked(KillPoint::optimizer, a.step);
     versions_.before_update();
     state_.optimizer.update(ops_, state_.model.layout(), state_.master, state_.grads, static_cast<float>(lr),
                       !setup_.spec.is_synchronous_step(a.step));
@@ -360,8 +366,10 @@ void StageRunner::save(const StageTask& task) {
     const int64_t step = task.iteration + 1;
     if (!setup_.saves_after(task.iteration) && step != vote_.stop_iteration()) return;
     const std::string dir = make_step_dir(o_.save_dir, step);
-    const CheckpointEntry entry = write_checkpoint_file(dir, stage_file_name(stage_),
-                                                       encode_stage_state(state_, versions_.older_versions()));
+    const std::string bytes = encode_stage_state(state_, versions_.older_versions());
+    if (kill_asked(KillPoint::checkpoint) && setup_.iteration_of_step(o_.kill_at_step) <= task.iteration)
+        die_writing_half(dir + "/" + stage_file_name(stage_), bytes);
+    const CheckpointEntry entry = write_checkpoint_file(dir, stage_file_name(stage_), bytes);
     const LoaderPosition data = data_->train->position_after(step * o_.num_microbatches * o_.micro_batch_size);
     const CheckpointReport r{entry.bytes, state_.optimizer.steps_taken(), data.epoch, data.index, entry.sha256};
     transport_.send_values(0, {Channel::checkpoint, step}, r.to_values());

@@ -100,6 +100,8 @@ private:
 
     void post_receives_ahead();
     void inject_fault(const StageTask& task);
+    bool kill_asked(KillPoint point) const;                 // test-only --kill-during
+    void die_if_asked(KillPoint point, int64_t step) const;  // ... at --kill-at-step
     bool run(const StageTask& task);
     bool run_action(const Action& a);
     bool receive(const Action& a, std::map<int64_t, Tensor>& into);

@@ -110,6 +110,12 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--stall-at-step", o.stall_at_step,
                    "TEST ONLY: with --stall-rank, that rank sleeps forever as optimizer step N (from 0) begins");
     sub.add_option("--stall-rank", o.stall_rank, "TEST ONLY: the rank (stage) that --stall-at-step stalls");
+    sub.add_option("--kill-at-step", o.kill_at_step,
+                   "TEST ONLY: with --kill-rank, that rank kills itself (SIGKILL) in optimizer step N (from 0)");
+    sub.add_option("--kill-rank", o.kill_rank, "TEST ONLY: the rank (stage) that --kill-at-step kills");
+    sub.add_option("--kill-during", f.kill_during,
+                   "TEST ONLY: where --kill-at-step kills: forward, receive, optimizer or checkpoint (mid-write)")
+        ->capture_default_str();
     sub.add_option("--watchdog-s", o.watchdog_s,
                    "Under mpirun: a rank whose stage makes no progress for S seconds names what it waits for and "
                    "aborts the job (0: off; in one process a deadlock is found without it)")
@@ -126,6 +132,7 @@ TrainOptions resolve_train_flags(const TrainFlags& f) {
     o.clip_scope = f.clip_scope.empty() ? clip_scope_of(o.schedule) : parse_clip_scope(f.clip_scope);
     o.lr.decay_style = parse_lr_decay_style(f.lr_decay_style);
     o.delay_fix.kind = parse_delay_fix_kind(f.delay_fix);
+    o.kill_during = parse_kill_point(f.kill_during);
     return o;
 }
 

@@ -18,6 +18,7 @@ struct TrainFlags {
     std::string clip_scope;  // empty: by schedule (clip_scope_of: global for gpipe / 1f1b, stage for 2bw / pipedream)
     std::string lr_decay_style = "cosine";
     std::string delay_fix = "none";
+    std::string kill_during = "forward";  // test-only
     bool lr_given = false;   // --lr has no default: a run without it is a usage error
     TrainOptions options;
 };

@@ -84,6 +84,10 @@ void check_fault_flags(const TrainOptions& o) {
         throw UsageError("--fail-at-step and --fail-rank go together (test-only fault injection)");
     if (o.fail_rank >= o.stages)
         throw UsageError(fmt::format("--fail-rank {} is not a rank of {} stages", o.fail_rank, o.stages));
+    if ((o.kill_at_step >= 0) != (o.kill_rank >= 0))
+        throw UsageError("--kill-at-step and --kill-rank go together (test-only fault injection)");
+    if (o.kill_rank >= o.stages)
+        throw UsageError(fmt::format("--kill-rank {} is not a rank of {} stages", o.kill_rank, o.stages));
     if ((o.stall_at_step >= 0) != (o.stall_rank >= 0))
         throw UsageError("--stall-at-step and --stall-rank go together (test-only stall injection)");
     if (o.stall_rank >= o.stages)

@@ -18,6 +18,14 @@ ClipScope clip_scope_of(ScheduleKind schedule) {
     return is_asynchronous(schedule) ? ClipScope::stage : ClipScope::global;
 }
 
+KillPoint parse_kill_point(std::string_view name) {
+    if (name == "forward") return KillPoint::forward;
+    if (name == "receive") return KillPoint::receive;
+    if (name == "optimizer") return KillPoint::optimizer;
+    if (name == "checkpoint") return KillPoint::checkpoint;
+    throw UsageError(fmt::format("--kill-during '{}' is not one of: forward, receive, optimizer, checkpoint", name));
+}
+
 std::string TrainOptions::describe_update_rule() const {
     std::string rule = "--optimizer " + optimizer.name;
     if (delay_fix.kind != DelayFixKind::none) rule += fmt::format(" --delay-fix {}", delay_fix_kind_name(delay_fix.kind));

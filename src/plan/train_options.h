@@ -26,6 +26,15 @@ std::string_view clip_scope_name(ClipScope scope);
 // DESIGN section 2: the scope a schedule clips with (the default of --clip-scope, and the only one it accepts).
 ClipScope clip_scope_of(ScheduleKind schedule);
 
+// Test-only (--kill-during, the fault matrix): where a rank kills itself with SIGKILL, as a node that dies does.
+enum class KillPoint {
+    forward,     // as a forward of the step begins
+    receive,     // at a receive of the step (the rank waits on a peer)
+    optimizer,   // inside the optimizer step, before the update
+    checkpoint,  // halfway through writing its checkpoint file (the save after the step's iteration)
+};
+KillPoint parse_kill_point(std::string_view name);  // UsageError naming --kill-during and the valid names
+
 struct TrainOptions {
     ModelConfig model;
     Device device = Device::cpu;    // --device cpu | cuda
@@ -80,6 +89,11 @@ struct TrainOptions {
     // begins optimizer step N, as a wedged rank would, so that the other ranks' watchdogs must end the job. -1: off.
     int64_t stall_at_step = -1;
     int stall_rank = -1;
+    // Test-only (--kill-at-step N --kill-rank R --kill-during POINT): rank R dies by SIGKILL at POINT of optimizer
+    // step N. -1: off.
+    int64_t kill_at_step = -1;
+    int kill_rank = -1;
+    KillPoint kill_during = KillPoint::forward;
 
     // --watchdog-s S (under mpirun): a rank whose stage made no progress for S seconds names what it waits for
     // and aborts the job (src/run/watchdog.h). 0: off. The in-process pipeline finds its deadlocks itself.

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The fault matrix (issue 11, item 6; DESIGN section 9): under `mpirun -np 3` (ranks oversubscribed), one rank
+# dies by SIGKILL (the test-only --kill-at-step 5 --kill-rank R --kill-during POINT) while the job saves every
+# 2 iterations. For the first, the middle and the last stage, and for each point (as a forward begins, at a
+# receive, inside the optimizer step, halfway through writing its checkpoint file), the job must end within 15 s
+# (it never hangs), its newest complete checkpoint must verify (resuming checks every file's size and sha256)
+# and the resume must reach the uninterrupted run's weights and optimizer state. A half-written file leaves its
+# step without a manifest, so that step is no checkpoint and the resume takes the one before. And SIGSTOP of a
+# rank (a wedged node: nothing dies, nothing arrives) is ended by the other ranks' watchdogs (--watchdog-s 3).
+# Each case prints its time to exit.
+source "$(dirname "$0")/lib.sh"
+if [ "$HAVE_MPI" != 1 ]; then
+  echo "skip: this nobubble has no MPI or mpirun is missing: no fault matrix"
+  finish
+  exit
+fi
+make_corpus "$WORK/corpus.txt"
+FLAGS=(--data "$WORK/corpus.txt" "${TINY_FLAGS[@]}" --num-layers 3 --untie-embeddings-and-output-weights
+       --train-iters 8 --lr-warmup-iters 3 --log-interval 1 --schedule 2bw --num-microbatches 3 --optimizer muon
+       --delay-fix ef)
+run_logged 120 full "$NB" reference "${FLAGS[@]}" --stages 3
+
+same_state() {
+  local h o
+  h=$(hash_of "$2"); o=$(opt_of "$2")
+  if [[ "$h" =~ ^[0-9a-f]{64}$ ]] && [[ "$o" =~ ^[0-9a-f]{64}$ ]] && [ "$(hash_of "$3")" = "$h" ] \
+     && [ "$(opt_of "$3")" = "$o" ]; then pass "$1"
+  else fail "$1: want $h / $o, got $(hash_of "$3") / $(opt_of "$3")"; fi
+}
+
+# The newest step directory under $1 that has a manifest (what --load DIR takes).
+newest_complete() { ls -d "$1"/step_*/manifest.json 2>/dev/null | sed 's|.*/step_\([0-9]*\)/manifest.json|\1|' | sort -n | tail -n 1; }
+
+# fault_case NAME MPI-ARGS... : the job must fail within 15 s, then resume from its newest complete checkpoint.
+fault_case() {
+  local name=$1 rc=0 t0
+  shift
+  t0=$(date +%s%N)
+  timeout -k 2 30 "${MPI[@]}" -np 3 "$NB" train "${FLAGS[@]}" --save "$WORK/ck_$name" --save-interval 2 "$@" \
+    >"$WORK/$name.out" 2>"$WORK/$name.err" || rc=$?
+  local t1 ms killed_ns after_kill_ms=?
+  t1=$(date +%s%N)
+  ms=$(( (t1 - t0) / 1000000 ))
+  killed_ns=$(grep -o 'test fault: SIGKILL at [0-9]*' "$WORK/$name.err" | awk '{print $NF}')
+  [ -n "$killed_ns" ] && after_kill_ms=$(( (t1 - killed_ns) / 1000000 ))
+  [ -n "$killed_ns" ] || fail "$name: the rank did not kill itself"
+  local step
+  step=$(newest_complete "$WORK/ck_$name")
+  echo "fault matrix: $name: exit $rc ${after_kill_ms} ms after the SIGKILL (${ms} ms in all), newest complete checkpoint step_${step:-none}"
+  # mpirun exits 137 (128 + SIGKILL) for the killed rank; `timeout` would end a hung job only after 30 s.
+  if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$ms" -lt 15000 ]; then
+    pass "$name: the job ended (exit $rc) ${ms} ms after it started"
+  else
+    fail "$name: exit $rc after ${ms} ms (124: timed out): $(tail -n 3 "$WORK/$name.err")"
+  fi
+  if [ -z "$step" ]; then fail "$name: no complete checkpoint"; return; fi
+  run_logged 120 "res_$name" "${MPI[@]}" -np 3 "$NB" train "${FLAGS[@]}" --load "$WORK/ck_$name"
+  grep -q "^resumed from .*ck_$name/step_$step (after step $step)" "$WORK/res_$name.log" \
+    || fail "$name: did not resume from step_$step: $(head -n 1 "$WORK/res_$name.log")"
+  same_state "$name: resumed from step_$step, ends on the uninterrupted state" "$WORK/full.log" "$WORK/res_$name.log"
+}
+
+for rank in 0 1 2; do
+  for point in forward receive optimizer checkpoint; do
+    fault_case "kill_rank${rank}_$point" --kill-at-step 5 --kill-rank "$rank" --kill-during "$point"
+  done
+  # The half-written file: its step has no manifest, and only the temporary name is there.
+  ls "$WORK/ck_kill_rank${rank}_checkpoint/step_6/" 2>/dev/null | grep -q "stage_$rank.bin.tmp" \
+    && [ ! -f "$WORK/ck_kill_rank${rank}_checkpoint/step_6/manifest.json" ] \
+    && [ ! -f "$WORK/ck_kill_rank${rank}_checkpoint/step_6/stage_$rank.bin" ] \
+    && pass "rank $rank killed mid-write: step_6 has its temporary file and no manifest" \
+    || fail "rank $rank mid-write: step_6 holds $(ls "$WORK/ck_kill_rank${rank}_checkpoint/step_6/" 2>&1 | tr '\n' ' ')"
+done
+
+# SIGSTOP of the middle rank once iteration 3 is printed: the watchdogs end the job.
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done; true' EXIT
+"${MPI[@]}" -np 3 bash -c 'echo $$ >"'"$WORK"'/pid.$OMPI_COMM_WORLD_RANK"; exec "$0" "$@"' "$NB" train "${FLAGS[@]}" \
+  --train-iters 400 --save "$WORK/ck_stop" --save-interval 2 --watchdog-s 3 >"$WORK/stop.out" 2>"$WORK/stop.err" &
+MP=$!
+PIDS+=("$MP")
+( sleep 60; kill -KILL "$MP" 2>/dev/null ) & PIDS+=("$!")
+for _ in $(seq 1 400); do grep -q '^step      3/' "$WORK/stop.out" 2>/dev/null && break; sleep 0.05; done
+STOPPED=$(cat "$WORK/pid.1")
+PIDS+=("$STOPPED")
+t0=$(date +%s%N)
+kill -STOP "$STOPPED"
+rc=0
+wait "$MP" || rc=$?
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+echo "fault matrix: sigstop_rank1: exit $rc ${ms} ms after the SIGSTOP"
+[ "$rc" != 0 ] && [ "$ms" -lt 15000 ] && grep -q 'watchdog: rank [02] (stage [02]) made no progress' "$WORK/stop.err" \
+  && pass "SIGSTOP of rank 1: the watchdogs ended the job (exit $rc) ${ms} ms later" \
+  || fail "SIGSTOP: exit $rc after ${ms} ms: $(head -n 3 "$WORK/stop.err")"
+kill -CONT "$STOPPED" 2>/dev/null; kill -KILL "$STOPPED" 2>/dev/null
+step=$(newest_complete "$WORK/ck_stop")
+run_logged 120 res_stop "$NB" train "${FLAGS[@]}" --stages 3 --train-iters 400 --load "$WORK/ck_stop" --exit-interval 8 \
+  --save "$WORK/ck_stop2" --save-interval 8
+run_logged 120 full_stop "$NB" reference "${FLAGS[@]}" --stages 3 --train-iters 400 --exit-interval 8 --save \
+  "$WORK/ck_ref" --save-interval 8
+[ -n "$step" ] && [ "$(grep -o '"sha256": "[0-9a-f]*"' "$WORK/ck_stop2/step_8/manifest.json")" = \
+  "$(grep -o '"sha256": "[0-9a-f]*"' "$WORK/ck_ref/step_8/manifest.json")" ] \
+  && pass "SIGSTOP: resumed from step_$step, its checkpoint of step 8 is the uninterrupted oracle's" \
+  || fail "SIGSTOP resume from step_${step:-none}: checkpoints of step 8 differ"
+finish
