@@ -17,6 +17,7 @@
 #endif
 #include "src/run/pipeline_driver.h"
 #include "src/run/progress_collector.h"
+#include "pipeline/stage_memory.h"
 #include "pipeline/stage_runner.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);
@@ -98,11 +99,18 @@ StageClock::Clock::time_point common_origin() {
     return best_steady - duration_cast<StageClock::Clock::duration>(nanoseconds(best_wall - origin_ns));
 }
 
-// The backend, where the transport does not need it first (the CPU), then the runner and collector.
+// The backend, where the transport does not need it first (the CPU), the memory check, then the runner and
+// collector.
 RankStage set_up(const PipelineSetup& setup, Transport& transport, std::unique_ptr<Ops>& ops, std::FILE* log) {
     RankStage rs;
+    // Every rank's stage must fit before any rank allocates its own (pipeline/stage_memory.h): a usage error.
     set_up_step(transport, [&] {
         if (!ops) ops = make_ops(setup.options.device);
+        const int stage = transport.stage();
+        require_memory_fits(stage, 1, estimate_stage_memory(setup, stage, ops->activation_dtype()),
+                            ops->available_memory());
+    });
+    set_up_step(transport, [&] {
         rs.runner = std::make_unique<StageRunner>(setup, transport.stage(), transport, *ops);
         if (transport.stage() == 0) rs.collector = std::make_unique<ProgressCollector>(setup, transport, log);
     });

@@ -16,6 +16,7 @@
 #include "optim/stage_optimizer.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
+#include "pipeline/stage_memory.h"
 #include "pipeline/stage_state.h"
 #include "pipeline/state_hash.h"
 #include "pipeline/weight_history.h"
@@ -277,6 +278,10 @@ ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
     auto data = open_train_data(o);
     RunLog run_log(o, log);
     std::unique_ptr<Ops> backend = make_ops(o.device);
+    // Before a stage allocates: a model that cannot fit is one line (pipeline/stage_memory.h; a floor here).
+    require_memory_fits(0, o.stages,
+                        estimate_cut_memory(o, partition_model(o.model, o.stages), backend->activation_dtype()),
+                        backend->available_memory());
     ReferenceRun run(o, *backend);
 
     int64_t params = 0;

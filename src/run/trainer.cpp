@@ -13,6 +13,7 @@
 #include "model/model_step.h"
 #include "optim/grad_clip.h"
 #include "pipeline/schedule.h"
+#include "pipeline/stage_memory.h"
 #include "pipeline/stage_state.h"
 #include "src/plan/train_data.h"
 #include "model/weights_hash.h"
@@ -46,6 +47,9 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
     std::unique_ptr<Ops> backend = make_ops(o.device);
     Ops& ops = *backend;
     const Device device = ops.device();
+    // Before the stage allocates any of it: a model that cannot fit is one line (pipeline/stage_memory.h).
+    require_memory_fits(0, 1, estimate_cut_memory(o, {whole_model_spec(o.model)}, ops.activation_dtype()),
+                        ops.available_memory());
     StageState stage(o, whole_model_spec(o.model), device);  // one stage: the whole model
     const StageModel& model = stage.model;
     TensorSet& weights = stage.master;
