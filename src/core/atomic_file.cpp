@@ -19,6 +19,8 @@ namespace {
     throw RuntimeError(fmt::format("{} '{}': {}", what, path, std::strerror(errno)));
 }
 
+}  // namespace
+
 void write_all(int fd, std::string_view bytes, const std::string& path) {
     size_t done = 0;
     while (done < bytes.size()) {
@@ -28,8 +30,6 @@ void write_all(int fd, std::string_view bytes, const std::string& path) {
         done += static_cast<size_t>(n);
     }
 }
-
-}  // namespace
 
 void sync_directory(const std::string& dir) {
     const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
