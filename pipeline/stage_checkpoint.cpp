@@ -6,11 +6,13 @@
 
 namespace nb {
 
-std::string encode_stage_state(StageState& state) {
+TensorFilePieces stage_state_pieces(StageState& state) {
     std::vector<std::pair<std::string, const Tensor*>> named;
     for (const auto& [name, tensor] : state.state_tensors()) named.emplace_back(name, tensor);
-    return encode_named_tensors(named);
+    return TensorFilePieces(named);  // not moved: built in place (its pieces view its own headers)
 }
+
+std::string encode_stage_state(StageState& state) { return stage_state_pieces(state).joined(); }
 
 void restore_stage_state(StageState& state, const std::map<std::string, const Tensor*>& saved, int64_t steps_taken,
                          const std::string& source) {

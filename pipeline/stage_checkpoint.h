@@ -17,7 +17,10 @@
 
 namespace nb {
 
-// The stage file's bytes: every carried tensor of `state`, in canonical order (device tensors copied to the host).
+// The stage file: every carried tensor of `state`, in canonical order (device tensors copied to the host), as
+// pieces that view the tensors where they lie (written and hashed in place: no second copy of the state), or as
+// one string.
+TensorFilePieces stage_state_pieces(StageState& state);
 std::string encode_stage_state(StageState& state);
 
 // Sets every carried tensor of `state` from `saved` (tensors by name, from one or more stage files) and the

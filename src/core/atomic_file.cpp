@@ -1,8 +1,10 @@
 #include "src/core/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -40,11 +42,15 @@ void sync_directory(const std::string& dir) {
 }
 
 void write_file_atomically(const std::string& path, std::string_view bytes) {
+    write_file_atomically(path, std::vector<std::string_view>{bytes});
+}
+
+void write_file_atomically(const std::string& path, const std::vector<std::string_view>& pieces) {
     const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) fail("cannot create", tmp);
     try {
-        write_all(fd, bytes, tmp);
+        for (const std::string_view piece : pieces) write_all(fd, piece, tmp);
         if (::fsync(fd) != 0) fail("cannot fsync", tmp);
     } catch (...) {
         ::close(fd);
@@ -66,19 +72,24 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
 std::string read_whole_file(const std::string& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) fail("cannot open", path);
-    std::string bytes;
-    char buffer[1 << 16];
+    // Read straight into a string of the file's size (a checkpoint's stage file is GBs: no bounce buffer, no
+    // regrowth); a file that grows meanwhile is read to its end all the same.
+    struct stat st {};
+    std::string bytes(::fstat(fd, &st) == 0 && st.st_size > 0 ? static_cast<size_t>(st.st_size) : 0, '\0');
+    size_t done = 0;
     for (;;) {
-        const ssize_t n = ::read(fd, buffer, sizeof buffer);
+        if (done == bytes.size()) bytes.resize(std::max<size_t>(2 * bytes.size(), 1 << 16));
+        const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) {
             ::close(fd);
             fail("cannot read", path);
         }
         if (n == 0) break;
-        bytes.append(buffer, static_cast<size_t>(n));
+        done += static_cast<size_t>(n);
     }
     ::close(fd);
+    bytes.resize(done);
     return bytes;
 }
 

@@ -150,8 +150,12 @@ std::string Sha256::hex(const Digest& digest) {
 }
 
 std::string Sha256::hex_of(const void* data, size_t size_bytes) {
+    return hex_of(std::vector<std::string_view>{{static_cast<const char*>(data), size_bytes}});
+}
+
+std::string Sha256::hex_of(const std::vector<std::string_view>& pieces) {
     Sha256 h;
-    h.update(data, size_bytes);
+    for (const std::string_view piece : pieces) h.update(piece.data(), piece.size());
     return hex(h.digest());
 }
 

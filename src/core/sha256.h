@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace nb {
 
@@ -27,8 +29,9 @@ public:
     // Lower-case hex, 64 characters.
     static std::string hex(const Digest& digest);
 
-    // One-shot convenience: hex digest of a buffer.
+    // One-shot convenience: hex digest of a buffer, or of the concatenation of `pieces`.
     static std::string hex_of(const void* data, size_t size_bytes);
+    static std::string hex_of(const std::vector<std::string_view>& pieces);
 
 private:
     void reset();

@@ -83,7 +83,7 @@ void save_checkpoint(const RunPlan& plan, int64_t step, StageState& stage, const
                      std::FILE* log) {
     const TrainOptions& o = plan.options;
     const std::string dir = make_step_dir(o.save_dir, step);
-    const CheckpointEntry entry = write_checkpoint_file(dir, kStageFile, encode_stage_state(stage));
+    const CheckpointEntry entry = write_checkpoint_file(dir, kStageFile, stage_state_pieces(stage).pieces());
     write_manifest(dir, step, {entry}, run_json(plan, stage, data));
     if (o.save_keep > 0) prune_checkpoints(o.save_dir, o.save_keep);
     fmt::print(log, "saved checkpoint {} ({} bytes)\n", dir, entry.bytes);

@@ -20,7 +20,7 @@ struct CheckpointTiming {
     double load_s = 0;          // load_checkpoint from the disk (the files dropped from the page cache first):
                                 // read, size and sha256 check, decode, identity check, restore
     double disk_write_s = 0;    // the same bytes, plain write() + fsync, nothing else
-    double encode_s = 0;        // save's parts timed alone: encode_stage_state
+    double encode_s = 0;        // save's parts timed alone: stage_state_pieces (headers; device tensors to the host)
     double sha256_s = 0;        // and the sha256 of the file's bytes
 };
 

@@ -85,3 +85,9 @@ TEST_CASE("sha256: the SHA extensions' compression gives the portable one's bits
         CHECK(std::equal(portable, portable + 8, fast));
     }
 }
+
+TEST_CASE("sha256: a message given as pieces hashes as their concatenation") {
+    const std::string a(100, 'a'), b(1000, 'b'), c = "c";
+    CHECK(Sha256::hex_of(std::vector<std::string_view>{a, "", b, c}) == sha_hex(a + b + c));
+    CHECK(Sha256::hex_of(std::vector<std::string_view>{}) == sha_hex(""));
+}
