@@ -1,10 +1,8 @@
 #include "src/core/atomic_file.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -72,24 +70,19 @@ void write_file_atomically(const std::string& path, const std::vector<std::strin
 std::string read_whole_file(const std::string& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) fail("cannot open", path);
-    // Read straight into a string of the file's size (a checkpoint's stage file is GBs: no bounce buffer, no
-    // regrowth); a file that grows meanwhile is read to its end all the same.
-    struct stat st {};
-    std::string bytes(::fstat(fd, &st) == 0 && st.st_size > 0 ? static_cast<size_t>(st.st_size) : 0, '\0');
-    size_t done = 0;
+    std::string bytes;
+    char buffer[1 << 16];
     for (;;) {
-        if (done == bytes.size()) bytes.resize(std::max<size_t>(2 * bytes.size(), 1 << 16));
-        const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+        const ssize_t n = ::read(fd, buffer, sizeof buffer);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) {
             ::close(fd);
             fail("cannot read", path);
         }
         if (n == 0) break;
-        done += static_cast<size_t>(n);
+        bytes.append(buffer, static_cast<size_t>(n));
     }
     ::close(fd);
-    bytes.resize(done);
     return bytes;
 }
 

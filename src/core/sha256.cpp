@@ -155,7 +155,8 @@ std::string Sha256::hex_of(const void* data, size_t size_bytes) {
 
 std::string Sha256::hex_of(const std::vector<std::string_view>& pieces) {
     Sha256 h;
-    for (const std::string_view piece : pieces) h.update(piece.data(), piece.size());
+    for (const std::string_view piece : pieces)
+        if (!piece.empty()) h.update(piece.data(), piece.size());  // an empty tensor's data may be null
     return hex(h.digest());
 }
 

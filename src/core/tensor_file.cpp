@@ -114,7 +114,7 @@ TensorFilePieces::TensorFilePieces(const std::vector<std::pair<std::string, cons
             throw std::invalid_argument(fmt::format("encode_named_tensors: tensor '{}' is undefined or of rank > {}",
                                                     name, kMaxRank));
     }
-    headers_.reserve(tensors.size() + 1);  // never reallocated: the pieces view them
+    headers_.reserve(tensors.size() + 1);
     std::string& top = headers_.emplace_back(kMagic);
     put<uint64_t>(top, tensors.size());
     for (const auto& [name, tensor] : tensors) {
