@@ -29,6 +29,7 @@ public:
 
     Device device() const override { return Device::cuda; }
     DType activation_dtype() const override { return DType::bf16; }
+    std::optional<AvailableMemory> available_memory() const override;  // cuda/available_memory.cu
     void cast(Tensor& dst, const Tensor& src) override;
     void synchronize() override;  // cuda/synchronize.cu
 

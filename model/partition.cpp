@@ -32,12 +32,23 @@ std::vector<StageSpec> partition_model(const ModelConfig& config, int num_stages
     std::vector<std::vector<int64_t>> best(static_cast<size_t>(P) + 1, std::vector<int64_t>(L + 1, kInf));
     best[P][L] = 0;
     for (int s = P - 1; s >= 0; --s)
-        for (int64_t j = 0; j < L; ++j)
-            for (int64_t end = j + 1; end <= L; ++end) {
-                int64_t rest = best[s + 1][end];
-                if (rest == kInf) continue;
-                best[s][j] = std::min(best[s][j], std::max(load(s, j, end), rest));
+        for (int64_t j = 0; j < L; ++j) {
+            // Stage s holds blocks j..end-1. The later stages need a block each (the last stage takes the rest).
+            const int64_t lo = s == P - 1 ? L : j + 1, hi = L - (P - 1 - s);
+            if (lo > hi) continue;
+            // Over [lo, hi] this stage's load grows with `end` (every block has the same parameters) and the
+            // rest's best does not (fewer blocks for as many stages), so max(load, rest) is least where the two
+            // cross: at the first `end` whose load reaches the rest, or just before it. A binary search finds
+            // it; trying every `end` made a 100000-layer model's cut take minutes.
+            int64_t a = lo, b = hi + 1;  // the first end in [lo, hi] with load >= rest, or hi + 1
+            while (a < b) {
+                const int64_t mid = a + (b - a) / 2;
+                if (load(s, j, mid) >= best[s + 1][mid]) b = mid;
+                else a = mid + 1;
             }
+            if (a <= hi) best[s][j] = load(s, j, a);
+            if (a - 1 >= lo) best[s][j] = std::min(best[s][j], best[s + 1][a - 1]);
+        }
     // Walk forward, giving each stage the fewest blocks that still reach the optimum.
     const int64_t target = best[0][0];
     std::vector<StageSpec> specs;

@@ -24,6 +24,10 @@ AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& cfg, Device device) :
     exp_avg_sq_ = state_.add_for_all("exp_avg_sq", layout, device);
 }
 
+int64_t AdamW::state_bytes(const ParamLayout& layout, const AdamWConfig&) {
+    return 2 * OptimizerState::piece_bytes_for_all(layout);  // exp_avg, exp_avg_sq
+}
+
 // Decoupled decay for matrices and embeddings; none for norm gains (ParamInfo::weight_decay()).
 Ops::AdamWParamRef adamw_param_ref(const ParamInfo& info, Tensor& weight, const Tensor& grad, Tensor& m, Tensor& v,
                                    const AdamWConfig& cfg) {

@@ -11,6 +11,10 @@ Adan::Adan(const ParamLayout& layout, const AdanConfig& cfg, Device device) : cf
     previous_grad_ = state_.add_for_all("previous_grad", layout, device);
 }
 
+int64_t Adan::state_bytes(const ParamLayout& layout, const AdanConfig&) {
+    return 4 * OptimizerState::piece_bytes_for_all(layout);  // exp_avg, exp_avg_diff, exp_avg_sq, previous_grad
+}
+
 void Adan::step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) {
     check_step_arguments("Adan", layout, weights, grads);
     const int64_t t = steps_ + 1;

@@ -30,6 +30,8 @@ struct AdanConfig {
 class Adan final : public StatefulOptimizer {
 public:
     Adan(const ParamLayout& layout, const AdanConfig& cfg, Device device);
+    // The bytes of state the constructor allocates for `layout`, before it does (pipeline/stage_memory.h).
+    static int64_t state_bytes(const ParamLayout& layout, const AdanConfig& cfg);
     std::string name() const override { return "adan"; }
     void step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) override;
     // state_tensors(): "exp_avg", "exp_avg_diff", "exp_avg_sq", "previous_grad" (each ".<param>", in layout order).

@@ -37,6 +37,11 @@ DelayFix::DelayFix(const DelayFixConfig& config, const ParamLayout& layout, Devi
     if (kind_ == DelayFixKind::ef) previous_update_ = TensorSet::zeros(layout, DType::f32, device);
 }
 
+int64_t DelayFix::state_bytes(const DelayFixConfig& config, const ParamLayout& layout) {
+    if (config.kind != DelayFixKind::ef) return 0;
+    return layout.total_numel() * static_cast<int64_t>(dtype_bytes(DType::f32));
+}
+
 void DelayFix::compensate(Ops& ops, const ParamLayout& layout, const TensorSet& master, TensorSet& grads,
                           const TensorSet* stale) {
     if (kind_ != DelayFixKind::taylor || stale == nullptr) return;

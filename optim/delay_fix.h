@@ -44,6 +44,8 @@ struct DelayFixConfig {
 class DelayFix {
 public:
     DelayFix(const DelayFixConfig& config, const ParamLayout& layout, Device device);
+    // The bytes of state the constructor allocates for `layout` (ef's previous update), before it does.
+    static int64_t state_bytes(const DelayFixConfig& config, const ParamLayout& layout);
 
     DelayFixKind kind() const { return kind_; }
 

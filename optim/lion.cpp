@@ -6,6 +6,10 @@ Lion::Lion(const ParamLayout& layout, const LionConfig& cfg, Device device) : cf
     exp_avg_ = state_.add_for_all("exp_avg", layout, device);
 }
 
+int64_t Lion::state_bytes(const ParamLayout& layout, const LionConfig&) {
+    return OptimizerState::piece_bytes_for_all(layout);  // exp_avg
+}
+
 void Lion::step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) {
     check_step_arguments("Lion", layout, weights, grads);
     for (int i = 0; i < layout.size(); ++i) {

@@ -21,6 +21,8 @@ struct LionConfig {
 class Lion final : public StatefulOptimizer {
 public:
     Lion(const ParamLayout& layout, const LionConfig& cfg, Device device);
+    // The bytes of state the constructor allocates for `layout`, before it does (pipeline/stage_memory.h).
+    static int64_t state_bytes(const ParamLayout& layout, const LionConfig& cfg);
     std::string name() const override { return "lion"; }
     void step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) override;
     // state_tensors(): "exp_avg.<param>" for every parameter (lucidrains' name for m).

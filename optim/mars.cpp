@@ -16,6 +16,11 @@ Mars::Mars(const ParamLayout& layout, const MarsConfig& cfg, Device device) : cf
     last_grad_ = state_.add("last_grad", layout, device, [&](int i) { return is_matrix(layout[i]); });
 }
 
+int64_t Mars::state_bytes(const ParamLayout& layout, const MarsConfig&) {
+    const int64_t last_grad = OptimizerState::piece_bytes(layout, [&](int i) { return is_matrix(layout[i]); });
+    return 2 * OptimizerState::piece_bytes_for_all(layout) + last_grad;  // exp_avg, exp_avg_sq; last_grad
+}
+
 void Mars::step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) {
     check_step_arguments("Mars", layout, weights, grads);
     const int64_t t = steps_ + 1;

@@ -33,6 +33,8 @@ struct MarsConfig {
 class Mars final : public StatefulOptimizer {
 public:
     Mars(const ParamLayout& layout, const MarsConfig& cfg, Device device);
+    // The bytes of state the constructor allocates for `layout`, before it does (pipeline/stage_memory.h).
+    static int64_t state_bytes(const ParamLayout& layout, const MarsConfig& cfg);
     std::string name() const override { return "mars"; }
     void step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) override;
     // state_tensors(): "exp_avg", "exp_avg_sq" for every parameter, then "last_grad" for the 2-D ones.

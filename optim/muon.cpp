@@ -30,6 +30,12 @@ Muon::Muon(const ParamLayout& layout, const MuonConfig& cfg, Device device) : cf
     exp_avg_sq_ = state_.add("exp_avg_sq", layout, device, other);
 }
 
+int64_t Muon::state_bytes(const ParamLayout& layout, const MuonConfig&) {
+    const int64_t hidden = OptimizerState::piece_bytes(layout, [&](int i) { return takes_muon(layout[i]); });
+    const int64_t other = OptimizerState::piece_bytes(layout, [&](int i) { return !takes_muon(layout[i]); });
+    return hidden + 2 * other;  // momentum_buffer; exp_avg, exp_avg_sq
+}
+
 void Muon::step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) {
     check_step_arguments("Muon", layout, weights, grads);
     const int64_t t = steps_ + 1;

@@ -33,6 +33,8 @@ struct MuonConfig {
 class Muon final : public StatefulOptimizer {
 public:
     Muon(const ParamLayout& layout, const MuonConfig& cfg, Device device);
+    // The bytes of state the constructor allocates for `layout`, before it does (pipeline/stage_memory.h).
+    static int64_t state_bytes(const ParamLayout& layout, const MuonConfig& cfg);
     std::string name() const override { return "muon"; }
     void step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) override;
     // state_tensors(): "momentum_buffer.<hidden matrix>", then "exp_avg.<other>", then "exp_avg_sq.<other>",

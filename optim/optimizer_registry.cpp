@@ -107,6 +107,13 @@ std::unique_ptr<Optimizer> build(const OptimizerConfig& c, const ParamLayout& la
     return std::make_unique<Opt>(layout, config_of(c, peak_lr), device);
 }
 
+// The state size of optimizer `Opt`. Its state's shapes do not depend on the learning rate, so any positive
+// --lr stands in for config_of's.
+template <typename Opt, auto config_of>
+int64_t state_bytes_of(const OptimizerConfig& c, const ParamLayout& layout) {
+    return Opt::state_bytes(layout, config_of(c, 1.0));
+}
+
 const OptimizerFlag& flag_named(std::string_view name) {
     const OptimizerFlag* flag = find_optimizer_flag(name);
     if (!flag) throw std::logic_error(fmt::format("the optimizer registry has no flag {}", name));
@@ -143,31 +150,31 @@ const std::vector<OptimizerRow>& optimizer_rows() {
             {"adamw",
              {{"--beta1", adamw.beta1}, {"--beta2", adamw.beta2}, {"--eps", adamw.eps},
               {"--weight-decay", adamw.weight_decay}},
-             build<AdamW, adamw_config>},
+             build<AdamW, adamw_config>, state_bytes_of<AdamW, adamw_config>},
             {"muon",
              {{"--momentum", muon.momentum}, {"--nesterov", muon.nesterov}, {"--ns-steps", muon.ns_steps},
               {"--weight-decay", muon.weight_decay}, {"--adam-lr", muon_adam_lr}, {"--adam-beta1", muon.adam.beta1},
               {"--adam-beta2", muon.adam.beta2}, {"--adam-eps", muon.adam.eps},
               {"--adam-weight-decay", muon.adam.weight_decay}},
-             build<Muon, muon_config>},
+             build<Muon, muon_config>, state_bytes_of<Muon, muon_config>},
             {"lion",
              {{"--beta1", lion.beta1}, {"--beta2", lion.beta2}, {"--weight-decay", lion.weight_decay}},
-             build<Lion, lion_config>},
+             build<Lion, lion_config>, state_bytes_of<Lion, lion_config>},
             {"adan",
              {{"--beta1", adan.beta1}, {"--beta2", adan.beta2}, {"--beta3", adan.beta3}, {"--eps", adan.eps},
               {"--weight-decay", adan.weight_decay}},
-             build<Adan, adan_config>},
+             build<Adan, adan_config>, state_bytes_of<Adan, adan_config>},
             {"mars",
              {{"--beta1", mars.beta1}, {"--beta2", mars.beta2}, {"--eps", mars.eps},
               {"--weight-decay", mars.weight_decay}, {"--gamma", mars.gamma}, {"--adam-lr", mars_adam_lr},
               {"--adam-beta1", mars.adam.beta1}, {"--adam-beta2", mars.adam.beta2},
               {"--adam-weight-decay", mars.adam.weight_decay}},
-             build<Mars, mars_config>},
+             build<Mars, mars_config>, state_bytes_of<Mars, mars_config>},
             {"soap",
              {{"--beta1", soap.beta1}, {"--beta2", soap.beta2}, {"--eps", soap.eps},
               {"--weight-decay", soap.weight_decay}, {"--precondition-frequency", soap.precondition_frequency},
               {"--shampoo-beta", SameAs{"--beta2"}}},  // soap.h: SoapConfig::effective_shampoo_beta
-             build<Soap, soap_config>},
+             build<Soap, soap_config>, state_bytes_of<Soap, soap_config>},
         };
     }();
     return rows;
@@ -270,6 +277,10 @@ OptimizerConfig with_defaults(const OptimizerConfig& config) {
         if (const auto* same = std::get_if<SameAs>(&d.value); same && !flag_value(c, flag_named(d.flag)))
             set_flag_value(c, flag_named(d.flag), flag_value(c, flag_named(same->flag)).value());
     return c;
+}
+
+int64_t optimizer_state_bytes(const OptimizerConfig& config, const ParamLayout& layout) {
+    return optimizer_row(config.name).state_bytes(with_defaults(config), layout);
 }
 
 std::string optimizer_flag_help(const OptimizerFlag& flag) {

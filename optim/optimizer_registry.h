@@ -63,10 +63,14 @@ std::optional<OptimizerFlagValue> constant_default(const FlagDefault& d);
 using OptimizerFactory = std::unique_ptr<Optimizer> (*)(const OptimizerConfig& resolved, const ParamLayout& layout,
                                                          double peak_lr, Device device);
 
+// The bytes of state that optimizer would allocate for `layout` (its static state_bytes), from a resolved config.
+using OptimizerStateBytes = int64_t (*)(const OptimizerConfig& resolved, const ParamLayout& layout);
+
 struct OptimizerRow {
     std::string_view name;            // --optimizer NAME
     std::vector<FlagDefault> reads;   // in the order the "does not apply" error lists them and validate checks them
     OptimizerFactory make;
+    OptimizerStateBytes state_bytes;
 };
 
 // The tables, in the order --help and the errors list them.
@@ -91,6 +95,9 @@ std::string_view range_text(FlagRange range);
 
 // `config` (validated) with every flag its optimizer reads set: the given values, the rest the row's defaults.
 OptimizerConfig with_defaults(const OptimizerConfig& config);
+
+// The bytes of state the optimizer of `config` (validated) keeps for `layout`, without allocating it.
+int64_t optimizer_state_bytes(const OptimizerConfig& config, const ParamLayout& layout);
 
 // The help line of a flag: what it is, its range and each optimizer that reads it with its default, e.g.
 // "The optimizer's beta3, in [0, 1) (default: adan 0.99)".

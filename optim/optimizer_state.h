@@ -33,6 +33,19 @@ public:
         return add(prefix, layout, device, [](int) { return true; });
     }
 
+    // The bytes add() allocates for one piece, known before it does: an optimizer's static state_bytes sums
+    // these over the pieces its constructor adds (the up-front memory check, pipeline/stage_memory.h).
+    template <typename Predicate>
+    static int64_t piece_bytes(const ParamLayout& layout, Predicate applies) {
+        int64_t numel = 0;
+        for (int i = 0; i < layout.size(); ++i)
+            if (applies(i)) numel += shape_numel(layout[i].shape);
+        return numel * static_cast<int64_t>(dtype_bytes(DType::f32));
+    }
+    static int64_t piece_bytes_for_all(const ParamLayout& layout) {
+        return piece_bytes(layout, [](int) { return true; });
+    }
+
     Tensor& at(int piece, int param) {
         return pieces_.at(static_cast<size_t>(piece)).tensors.at(static_cast<size_t>(param));
     }

@@ -60,6 +60,17 @@ static void check_state(const ParamLayout& layout, size_t slots, Device state, D
         throw std::logic_error(fmt::format("Soap::step: layout has {} params, state {}", layout.size(), slots));
 }
 
+int64_t Soap::state_bytes(const ParamLayout& layout, const SoapConfig& cfg) {
+    int64_t floats = 0;
+    for (const ParamInfo& info : layout.params()) {
+        floats += 2 * shape_numel(info.shape);  // m, v
+        if (info.shape.size() != 2) continue;
+        for (const int64_t n : info.shape)
+            if (n <= cfg.max_precond_dim) floats += 2 * n * n;  // GG_d and Q_d
+    }
+    return floats * static_cast<int64_t>(dtype_bytes(DType::f32));
+}
+
 void Soap::step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) {
     check_state(layout, slots_.size(), device_, ops.device());
     check_step_arguments("Soap", layout, weights, grads);

@@ -1,6 +1,7 @@
 #include "optim/stage_optimizer.h"
 
 #include "optim/make_optimizer.h"
+#include "optim/optimizer_registry.h"
 
 namespace nb {
 
@@ -23,6 +24,11 @@ std::vector<Tensor> StageOptimizer::state_in_order() {
     std::vector<Tensor> state;
     for (const auto& [name, t] : state_tensors()) state.push_back(*t);
     return state;
+}
+
+int64_t stage_optimizer_state_bytes(const OptimizerConfig& optimizer, const DelayFixConfig& delay_fix,
+                                    const ParamLayout& layout) {
+    return optimizer_state_bytes(optimizer, layout) + DelayFix::state_bytes(delay_fix, layout);
 }
 
 std::vector<Shape> stage_optimizer_state_shapes(const OptimizerConfig& optimizer, const DelayFixConfig& delay_fix,

@@ -51,6 +51,11 @@ private:
     DelayFix delay_fix_;
 };
 
+// The bytes of that state (the optimizer's and the delay fix's), without allocating it: the up-front memory check
+// (pipeline/stage_memory.h). `optimizer` validated.
+int64_t stage_optimizer_state_bytes(const OptimizerConfig& optimizer, const DelayFixConfig& delay_fix,
+                                    const ParamLayout& layout);
+
 // The shapes of the state a stage of `layout` keeps (StageOptimizer::state_in_order), known before that stage's
 // state exists: stage 0 posts its receives of the other stages' final state with them. Builds the optimizer on
 // the host to read them off (cheap at the sizes the pipeline runs on the CPU).

@@ -33,15 +33,23 @@ std::optional<int64_t> version_of_name(const std::string& name, const ParamLayou
     return v;
 }
 
-}  // namespace
-
-std::string encode_stage_state(StageState& state, const OlderVersions& older) {
+std::vector<std::pair<std::string, const Tensor*>> stage_file_tensors(StageState& state, const OlderVersions& older) {
     std::vector<std::pair<std::string, const Tensor*>> named;
     for (const auto& [name, tensor] : state.state_tensors()) named.emplace_back(name, tensor);
     const ParamLayout& layout = state.model.layout();
     for (const auto& [version, weights] : older)
         for (int i = 0; i < layout.size(); ++i) named.emplace_back(version_name(version, layout[i].name), &(*weights)[i]);
-    return encode_named_tensors(named);
+    return named;
+}
+
+}  // namespace
+
+TensorFilePieces stage_state_pieces(StageState& state, const OlderVersions& older) {
+    return TensorFilePieces(stage_file_tensors(state, older));  // not moved: built in place (its pieces view its own headers)
+}
+
+std::string encode_stage_state(StageState& state, const OlderVersions& older) {
+    return stage_state_pieces(state, older).joined();
 }
 
 std::map<int64_t, TensorSet> saved_versions(const std::map<std::string, const Tensor*>& saved,

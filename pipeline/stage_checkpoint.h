@@ -21,8 +21,10 @@ namespace nb {
 // Older weight versions by version number (each over the stage's layout); the newest is the master itself.
 using OlderVersions = std::map<int64_t, const TensorSet*>;
 
-// The stage file's bytes: every carried tensor of `state`, in canonical order, then each older version in
-// increasing order, its tensors in layout order (device tensors copied to the host).
+// The stage file: every carried tensor of `state`, in canonical order, then each older version in increasing
+// order, its tensors in layout order (device tensors copied to the host); as pieces that view the tensors where
+// they lie (written and hashed in place: no second copy of the state), or as one string.
+TensorFilePieces stage_state_pieces(StageState& state, const OlderVersions& older = {});
 std::string encode_stage_state(StageState& state, const OlderVersions& older = {});
 
 // The older versions `saved` holds for `layout`'s parameters, copied onto `device`. nb::RuntimeError naming

@@ -366,10 +366,10 @@ void StageRunner::save(const StageTask& task) {
     const int64_t step = task.iteration + 1;
     if (!setup_.saves_after(task.iteration) && step != vote_.stop_iteration()) return;
     const std::string dir = make_step_dir(o_.save_dir, step);
-    const std::string bytes = encode_stage_state(state_, versions_.older_versions());
+    const TensorFilePieces file = stage_state_pieces(state_, versions_.older_versions());
     if (kill_asked(KillPoint::checkpoint) && setup_.iteration_of_step(o_.kill_at_step) <= task.iteration)
-        die_writing_half(dir + "/" + stage_file_name(stage_), bytes);
-    const CheckpointEntry entry = write_checkpoint_file(dir, stage_file_name(stage_), bytes);
+        die_writing_half(dir + "/" + stage_file_name(stage_), file.joined());
+    const CheckpointEntry entry = write_checkpoint_file(dir, stage_file_name(stage_), file.pieces());
     const LoaderPosition data = data_->train->position_after(step * o_.num_microbatches * o_.micro_batch_size);
     const CheckpointReport r{entry.bytes, state_.optimizer.steps_taken(), data.epoch, data.index, entry.sha256};
     transport_.send_values(0, {Channel::checkpoint, step}, r.to_values());

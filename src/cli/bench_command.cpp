@@ -3,6 +3,7 @@
 //   Target (issue #2): the `small` training step reaches >= 30% of the measured GEMM rate.
 // `nobubble bench gpu`: the same on one GPU for SmolLM-135M and -360M (cuda/gpu_bench.cpp).
 // `nobubble bench schedules`: the schedules side by side on one config (src/cli/bench_schedules_command.cpp).
+// `nobubble bench checkpoint`: a checkpoint's save and load against the disk (src/cli/bench_checkpoint_command.cpp).
 #include <fmt/format.h>
 
 #include "src/run/bench_step.h"
@@ -73,9 +74,11 @@ Command add_bench_command(CLI::App& app) {
     ops->add_flag("--profile", ops_flags->profile, "Also print where one step's time goes, op by op");
     auto gpu = add_bench_gpu_command(*sub);
     auto schedules = add_bench_schedules_command(*sub);
-    return {sub, [ops_flags, ops, gpu, schedules] {
+    auto checkpoint = add_bench_checkpoint_command(*sub);
+    return {sub, [ops_flags, ops, gpu, schedules, checkpoint] {
                 if (ops->parsed()) return run_bench_ops(*ops_flags);
                 if (schedules.app->parsed()) return schedules.run();
+                if (checkpoint.app->parsed()) return checkpoint.run();
                 return gpu.run();
             }};
 }

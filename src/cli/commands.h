@@ -34,6 +34,8 @@ Command add_reference_command(CLI::App& app);
 Command add_bench_gpu_command(CLI::App& bench);
 // `bench schedules`: tokens/s, bubble, activation memory and loss per schedule (src/cli/bench_schedules_command.cpp).
 Command add_bench_schedules_command(CLI::App& bench);
+// `bench checkpoint`: save and load time and rate of a checkpoint (src/cli/bench_checkpoint_command.cpp).
+Command add_bench_checkpoint_command(CLI::App& bench);
 
 // Splices the keys of `--config FILE.toml` (given after a subcommand) into args, before the command line's
 // own flags so that those win. args[0] is the program name.

@@ -19,6 +19,8 @@ namespace {
     throw RuntimeError(fmt::format("{} '{}': {}", what, path, std::strerror(errno)));
 }
 
+}  // namespace
+
 void write_all(int fd, std::string_view bytes, const std::string& path) {
     size_t done = 0;
     while (done < bytes.size()) {
@@ -29,8 +31,6 @@ void write_all(int fd, std::string_view bytes, const std::string& path) {
     }
 }
 
-}  // namespace
-
 void sync_directory(const std::string& dir) {
     const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
     if (fd < 0) fail("cannot open directory", dir);
@@ -40,11 +40,15 @@ void sync_directory(const std::string& dir) {
 }
 
 void write_file_atomically(const std::string& path, std::string_view bytes) {
+    write_file_atomically(path, std::vector<std::string_view>{bytes});
+}
+
+void write_file_atomically(const std::string& path, const std::vector<std::string_view>& pieces) {
     const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) fail("cannot create", tmp);
     try {
-        write_all(fd, bytes, tmp);
+        for (const std::string_view piece : pieces) write_all(fd, piece, tmp);
         if (::fsync(fd) != 0) fail("cannot fsync", tmp);
     } catch (...) {
         ::close(fd);

@@ -7,11 +7,17 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace nb {
 
 // nb::RuntimeError naming `path` and the system's reason when any step fails (the temporary is removed then).
 void write_file_atomically(const std::string& path, std::string_view bytes);
+// The same for a file given as pieces, written one after the other (a checkpoint's tensors, where they lie).
+void write_file_atomically(const std::string& path, const std::vector<std::string_view>& pieces);
+
+// All of `bytes` to the open file `fd`, through short writes and EINTR; nb::RuntimeError naming `path`.
+void write_all(int fd, std::string_view bytes, const std::string& path);
 
 // The whole file, or nb::RuntimeError naming `path` and the system's reason.
 std::string read_whole_file(const std::string& path);

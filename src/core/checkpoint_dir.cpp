@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <future>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -55,8 +56,18 @@ std::string make_step_dir(const std::string& dir, int64_t step) {
 }
 
 CheckpointEntry write_checkpoint_file(const std::string& step_dir, const std::string& name, const std::string& bytes) {
-    write_file_atomically((fs::path(step_dir) / name).string(), bytes);
-    return {name, static_cast<int64_t>(bytes.size()), Sha256::hex_of(bytes.data(), bytes.size())};
+    return write_checkpoint_file(step_dir, name, std::vector<std::string_view>{bytes});
+}
+
+CheckpointEntry write_checkpoint_file(const std::string& step_dir, const std::string& name,
+                                      const std::vector<std::string_view>& pieces) {
+    // The checksum is computed on another thread while this one writes and fsyncs: the two take about as long
+    // (sha256 ~1.5 GB/s with the SHA extensions, a disk ~1-2 GB/s), so the save takes one of them, not both.
+    auto sha256 = std::async(std::launch::async, [&pieces] { return Sha256::hex_of(pieces); });
+    write_file_atomically((fs::path(step_dir) / name).string(), pieces);  // on an error, ~future waits for the hash
+    int64_t bytes = 0;
+    for (const std::string_view piece : pieces) bytes += static_cast<int64_t>(piece.size());
+    return {name, bytes, sha256.get()};
 }
 
 void write_manifest(const std::string& step_dir, int64_t step, const std::vector<CheckpointEntry>& entries,

@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/core/json.h"
@@ -34,6 +35,9 @@ std::string stage_file_name(int stage);
 std::string make_step_dir(const std::string& dir, int64_t step);
 // Writes one file of a step directory atomically; what the manifest must say of it.
 CheckpointEntry write_checkpoint_file(const std::string& step_dir, const std::string& name, const std::string& bytes);
+// The same for a file given as pieces (a stage's tensors where they lie: src/core/tensor_file.h TensorFilePieces).
+CheckpointEntry write_checkpoint_file(const std::string& step_dir, const std::string& name,
+                                      const std::vector<std::string_view>& pieces);
 // Completes the checkpoint: manifest.json with the entries and `run_json` (a JSON object, the run's own fields).
 void write_manifest(const std::string& step_dir, int64_t step, const std::vector<CheckpointEntry>& entries,
                     const std::string& run_json);

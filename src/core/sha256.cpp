@@ -5,12 +5,13 @@
 #include <algorithm>
 #include <cstring>
 
+#include "src/core/sha256_blocks.h"
+
 namespace nb {
 
-namespace {
+namespace sha256_blocks {
 
-// 4.2.2: the first 32 bits of the fractional parts of the cube roots of the first 64 primes.
-constexpr uint32_t kRoundConstants[64] = {
+alignas(16) const uint32_t kRoundConstants[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
     0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
@@ -20,6 +21,10 @@ constexpr uint32_t kRoundConstants[64] = {
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
 };
+
+}  // namespace sha256_blocks
+
+namespace {
 
 // 5.3.3: the first 32 bits of the fractional parts of the square roots of the first 8 primes.
 constexpr uint32_t kInitialHash[8] = {
@@ -38,27 +43,18 @@ inline uint32_t load_be32(const uint8_t* p) {
     return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | uint32_t(p[3]);
 }
 
-}  // namespace
-
-Sha256::Sha256() { reset(); }
-
-void Sha256::reset() {
-    for (int i = 0; i < 8; i++) state_[i] = kInitialHash[i];
-    buffer_bytes_ = 0;
-    total_bytes_ = 0;
-}
-
-void Sha256::compress(const uint8_t* block) {
-    // 6.2.2 step 1: the message schedule.
+// 6.2.2 on one 64-byte block.
+void compress_one(uint32_t state[8], const uint8_t* block) {
+    // Step 1: the message schedule.
     uint32_t w[64];
     for (int t = 0; t < 16; t++) w[t] = load_be32(block + 4 * t);
     for (int t = 16; t < 64; t++) w[t] = small_sigma1(w[t - 2]) + w[t - 7] + small_sigma0(w[t - 15]) + w[t - 16];
 
     // Steps 2-4: 64 rounds on the working variables, then add into the hash value.
-    uint32_t a = state_[0], b = state_[1], c = state_[2], d = state_[3];
-    uint32_t e = state_[4], f = state_[5], g = state_[6], h = state_[7];
+    uint32_t a = state[0], b = state[1], c = state[2], d = state[3];
+    uint32_t e = state[4], f = state[5], g = state[6], h = state[7];
     for (int t = 0; t < 64; t++) {
-        uint32_t t1 = h + big_sigma1(e) + ch(e, f, g) + kRoundConstants[t] + w[t];
+        uint32_t t1 = h + big_sigma1(e) + ch(e, f, g) + sha256_blocks::kRoundConstants[t] + w[t];
         uint32_t t2 = big_sigma0(a) + maj(a, b, c);
         h = g;
         g = f;
@@ -69,15 +65,33 @@ void Sha256::compress(const uint8_t* block) {
         b = a;
         a = t1 + t2;
     }
-    state_[0] += a;
-    state_[1] += b;
-    state_[2] += c;
-    state_[3] += d;
-    state_[4] += e;
-    state_[5] += f;
-    state_[6] += g;
-    state_[7] += h;
+    state[0] += a;
+    state[1] += b;
+    state[2] += c;
+    state[3] += d;
+    state[4] += e;
+    state[5] += f;
+    state[6] += g;
+    state[7] += h;
 }
+
+}  // namespace
+
+Sha256::Sha256() { reset(); }
+
+void Sha256::reset() {
+    for (int i = 0; i < 8; i++) state_[i] = kInitialHash[i];
+    buffer_bytes_ = 0;
+    total_bytes_ = 0;
+}
+
+namespace sha256_blocks {
+
+void compress_portable(uint32_t state[8], const uint8_t* data, size_t blocks) {
+    for (; blocks > 0; --blocks, data += 64) compress_one(state, data);
+}
+
+}  // namespace sha256_blocks
 
 void Sha256::update(const void* data, size_t size_bytes) {
     const uint8_t* p = static_cast<const uint8_t*>(data);
@@ -90,15 +104,14 @@ void Sha256::update(const void* data, size_t size_bytes) {
         p += take;
         size_bytes -= take;
         if (buffer_bytes_ < 64) return;
-        compress(buffer_.data());
+        sha256_blocks::compress(state_.data(), buffer_.data(), 1);
         buffer_bytes_ = 0;
     }
-    // Whole blocks straight from the caller's memory.
-    while (size_bytes >= 64) {
-        compress(p);
-        p += 64;
-        size_bytes -= 64;
-    }
+    // Whole blocks straight from the caller's memory, all in one call.
+    const size_t blocks = size_bytes / 64;
+    sha256_blocks::compress(state_.data(), p, blocks);
+    p += 64 * blocks;
+    size_bytes -= 64 * blocks;
     // Keep the rest for later.
     if (size_bytes > 0) std::memcpy(buffer_.data(), p, size_bytes);
     buffer_bytes_ = size_bytes;
@@ -137,8 +150,13 @@ std::string Sha256::hex(const Digest& digest) {
 }
 
 std::string Sha256::hex_of(const void* data, size_t size_bytes) {
+    return hex_of(std::vector<std::string_view>{{static_cast<const char*>(data), size_bytes}});
+}
+
+std::string Sha256::hex_of(const std::vector<std::string_view>& pieces) {
     Sha256 h;
-    h.update(data, size_bytes);
+    for (const std::string_view piece : pieces)
+        if (!piece.empty()) h.update(piece.data(), piece.size());  // an empty tensor's data may be null
     return hex(h.digest());
 }
 

@@ -1,4 +1,5 @@
-// Sha256: the SHA-256 hash of FIPS 180-4, written from the standard.
+// Sha256: the SHA-256 hash of FIPS 180-4, written from the standard (its compression function on x86's SHA
+// extensions where the CPU has them: src/core/sha256_blocks.h).
 //
 // Why: checkpoint manifests record a checksum per stage file, so a resumed run can tell a damaged or mismatched
 // file from a good one. Streaming (update in pieces, then digest) so multi-GB files never need to sit in memory.
@@ -8,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace nb {
 
@@ -26,12 +29,12 @@ public:
     // Lower-case hex, 64 characters.
     static std::string hex(const Digest& digest);
 
-    // One-shot convenience: hex digest of a buffer.
+    // One-shot convenience: hex digest of a buffer, or of the concatenation of `pieces`.
     static std::string hex_of(const void* data, size_t size_bytes);
+    static std::string hex_of(const std::vector<std::string_view>& pieces);
 
 private:
     void reset();
-    void compress(const uint8_t* block);  // one 64-byte block
 
     std::array<uint32_t, 8> state_;
     std::array<uint8_t, 64> buffer_;

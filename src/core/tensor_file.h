@@ -25,8 +25,29 @@ struct NamedTensor {
     Tensor tensor;  // on the host
 };
 
-// The file's bytes; device tensors are copied to the host first. std::invalid_argument for an undefined tensor,
-// an empty or duplicate name.
+// The file as the pieces it is made of, its bytes in order, without copying the tensors' data: small headers of
+// its own (the magic and count; each tensor's name, dtype and shape) and views of the tensors' host memory (a
+// device tensor is copied to the host first and held here). A checkpoint writes and hashes these pieces where
+// they lie, so saving a stage needs no second copy of its state in memory. The tensors must outlive this object
+// and stay unchanged while it is used. std::invalid_argument for an undefined tensor, an empty or duplicate name.
+class TensorFilePieces {
+public:
+    explicit TensorFilePieces(const std::vector<std::pair<std::string, const Tensor*>>& tensors);
+    TensorFilePieces(const TensorFilePieces&) = delete;  // the pieces point into the headers
+    TensorFilePieces& operator=(const TensorFilePieces&) = delete;
+
+    const std::vector<std::string_view>& pieces() const { return pieces_; }
+    size_t bytes() const { return bytes_; }
+    std::string joined() const;  // the file's bytes in one string
+
+private:
+    std::vector<std::string> headers_;
+    std::vector<Tensor> host_copies_;  // of the device tensors
+    std::vector<std::string_view> pieces_;
+    size_t bytes_ = 0;
+};
+
+// The file's bytes in one string (TensorFilePieces(tensors).joined()).
 std::string encode_named_tensors(const std::vector<std::pair<std::string, const Tensor*>>& tensors);
 
 // The tensors of a file's bytes, in file order. nb::RuntimeError "'SOURCE': ..." naming what is wrong (the magic,

@@ -14,6 +14,7 @@ class CpuOps final : public Ops {
 public:
     Device device() const override { return Device::cpu; }
     DType activation_dtype() const override { return DType::f32; }
+    std::optional<AvailableMemory> available_memory() const override;  // src/cpu/available_memory.cpp
     void cast(Tensor& dst, const Tensor& src) override;  // f32 only: the CPU backend has no bf16
 
     void linear_forward(Tensor& y, const Tensor& x, const Tensor& w) override;

@@ -19,11 +19,22 @@
 //   Activations and layer code allocate through zeros() so they land on the backend's device and dtype.
 #pragma once
 
+#include <cstdint>
+#include <optional>
+#include <string>
+
 #include "src/core/tensor.h"
 
 namespace nb {
 
 class OpProfiler;  // src/ops/op_profiler.h
+
+// Memory a run may still allocate on a backend's device, and what the figure is, for the message that refuses a
+// run which cannot fit (pipeline/stage_memory.h): "22.8 GB" + " of host memory is available (MemAvailable)".
+struct AvailableMemory {
+    int64_t bytes = 0;
+    std::string what;  // " of host memory is available (MemAvailable)", " is free on GPU 0 (cudaMemGetInfo)"
+};
 
 // What layers and optimizers both use.
 class OpsCore {
@@ -31,6 +42,8 @@ public:
     virtual ~OpsCore() = default;
     virtual Device device() const = 0;
     virtual DType activation_dtype() const = 0;
+    // What can still be allocated on device(), before a run allocates its stages; nullopt where it is not known.
+    virtual std::optional<AvailableMemory> available_memory() const = 0;
 
     // A zero-filled tensor on this backend's device: for gradients, which ops accumulate into.
     Tensor zeros(const Shape& shape, DType dtype);  // src/ops/ops.cpp

@@ -183,6 +183,21 @@ StageFiles read_stage_files(const ResumePoint& resume, const StageSpec& stage) {
     return out;
 }
 
+void save_one_stage(const TrainOptions& options, int64_t step, StageState& stage, const LoaderPosition& data,
+                    std::FILE* log) {
+    const std::string dir = make_step_dir(options.save_dir, step);
+    const CheckpointEntry entry = write_checkpoint_file(dir, stage_file_name(0), stage_state_pieces(stage).pieces());
+    complete_checkpoint(options, dir, {entry}, {step, {stage.model.spec()}, {stage.optimizer.steps_taken()}, data}, log);
+}
+
+ResumePoint load_one_stage(const TrainOptions& options, StageState& stage, std::FILE* log) {
+    ResumePoint resume = read_resume_point(options);
+    const StageFiles files = read_stage_files(resume, stage.model.spec());
+    restore_stage_state(stage, files.by_name, files.steps_taken, files.source);
+    print_resumed(resume, 1, log);
+    return resume;
+}
+
 void print_resumed(const ResumePoint& resume, int stages, std::FILE* log) {
     const size_t saved = resume.saved.cut.size();
     if (saved == static_cast<size_t>(stages))

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "model/stage_model.h"
+#include "pipeline/stage_state.h"
 #include "src/core/checkpoint_dir.h"
 #include "src/core/tensor_file.h"
 #include "src/data/batch_loader.h"
@@ -66,6 +67,12 @@ struct StageFiles {
     std::string source;  // the files, for errors
 };
 StageFiles read_stage_files(const ResumePoint& resume, const StageSpec& stage);
+
+// The one-stage loops (the plain loop; `bench checkpoint`): `stage`'s checkpoint of `step`, its file then its
+// manifest; and its resume from --load, checked first, returning what the manifest says.
+void save_one_stage(const TrainOptions& options, int64_t step, StageState& stage, const LoaderPosition& data,
+                    std::FILE* log);
+ResumePoint load_one_stage(const TrainOptions& options, StageState& stage, std::FILE* log);
 
 // "resumed from DIR (after step T)" and, for a reshard, from how many stages.
 void print_resumed(const ResumePoint& resume, int stages, std::FILE* log);

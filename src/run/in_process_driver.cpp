@@ -8,6 +8,7 @@
 #include "pipeline/in_process_transport.h"
 #include "src/run/pipeline_driver.h"
 #include "src/run/progress_collector.h"
+#include "pipeline/stage_memory.h"
 #include "pipeline/stage_runner.h"
 
 namespace nb {
@@ -47,10 +48,18 @@ std::string deadlock_message(const std::vector<std::unique_ptr<StageRunner>>& ru
     return msg;
 }
 
+// All stages live in this process: their sum must fit, checked before any stage allocates.
+void require_stages_fit(const PipelineSetup& setup, const Ops& ops) {
+    StageMemory need;
+    for (int s = 0; s < setup.num_stages(); ++s) need += estimate_stage_memory(setup, s, ops.activation_dtype());
+    require_memory_fits(0, setup.num_stages(), need, ops.available_memory());
+}
+
 }  // namespace
 
 PipelineSummary run_in_process(const PipelineSetup& setup, const ResumePoint* resume, std::FILE* log) {
     std::unique_ptr<Ops> ops = make_ops(setup.options.device);
+    require_stages_fit(setup, *ops);
     InProcessNetwork network(setup.num_stages());
     std::vector<std::unique_ptr<StageRunner>> runners;
     for (int s = 0; s < setup.num_stages(); ++s)

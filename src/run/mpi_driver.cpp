@@ -18,6 +18,7 @@
 #include "src/run/pipeline_driver.h"
 #include "src/run/progress_collector.h"
 #include "src/run/watchdog.h"
+#include "pipeline/stage_memory.h"
 #include "pipeline/stage_runner.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);
@@ -108,12 +109,19 @@ StageClock::Clock::time_point common_origin() {
     return best_steady - duration_cast<StageClock::Clock::duration>(nanoseconds(best_wall - origin_ns));
 }
 
-// The backend, where the transport does not need it first (the CPU), then the runner and collector.
+// The backend, where the transport does not need it first (the CPU), the memory check, then the runner (restored
+// from the checkpoint when resuming) and collector.
 RankStage set_up(const PipelineSetup& setup, const ResumePoint* resume, Transport& transport,
                  std::unique_ptr<Ops>& ops, std::FILE* log) {
     RankStage rs;
+    // Every rank's stage must fit before any rank allocates its own (pipeline/stage_memory.h): a usage error.
     set_up_step(transport, [&] {
         if (!ops) ops = make_ops(setup.options.device);
+        const int stage = transport.stage();
+        require_memory_fits(stage, 1, estimate_stage_memory(setup, stage, ops->activation_dtype()),
+                            ops->available_memory());
+    });
+    set_up_step(transport, [&] {
         rs.runner = std::make_unique<StageRunner>(setup, transport.stage(), transport, *ops);
         prepare_runner(*rs.runner, setup, resume);
         if (transport.stage() == 0)

@@ -18,6 +18,7 @@
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
 #include "pipeline/stage_checkpoint.h"
+#include "pipeline/stage_memory.h"
 #include "pipeline/stage_state.h"
 #include "pipeline/state_hash.h"
 #include "pipeline/weight_history.h"
@@ -209,7 +210,7 @@ public:
             const int64_t newest = history_.newest(s);
             for (const auto& [version, weights] : history_.versions(s))
                 if (version < newest) older.emplace(version, &weights);
-            entries.push_back(write_checkpoint_file(dir, stage_file_name(s), encode_stage_state(stage(s), older)));
+            entries.push_back(write_checkpoint_file(dir, stage_file_name(s), stage_state_pieces(stage(s), older).pieces()));
             saved.cut.push_back(stage(s).model.spec());
             saved.steps_taken.push_back(stage(s).optimizer.steps_taken());
         }
@@ -313,6 +314,10 @@ ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
     auto data = open_train_data(o);
     RunLog run_log(o, log);
     std::unique_ptr<Ops> backend = make_ops(o.device);
+    // Before a stage allocates: a model that cannot fit is one line (pipeline/stage_memory.h; a floor here).
+    require_memory_fits(0, o.stages,
+                        estimate_cut_memory(o, partition_model(o.model, o.stages), backend->activation_dtype()),
+                        backend->available_memory());
     ReferenceRun run(o, *backend);
 
     int64_t params = 0;

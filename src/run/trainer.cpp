@@ -16,6 +16,7 @@
 #include "model/model_step.h"
 #include "optim/grad_clip.h"
 #include "pipeline/schedule.h"
+#include "pipeline/stage_memory.h"
 #include "pipeline/stage_state.h"
 #include "src/plan/train_data.h"
 #include "model/weights_hash.h"
@@ -38,13 +39,6 @@ void require_single_process(const RunPlan& plan) {
                                            "on the pipeline executor", schedule_kind_name(o.schedule), o.stages));
 }
 
-// The one stage's checkpoint of `step`: its file, then the manifest.
-void save_stage(const RunPlan& plan, int64_t step, StageState& stage, const LoaderPosition& data, std::FILE* log) {
-    const std::string dir = make_step_dir(plan.options.save_dir, step);
-    const CheckpointEntry entry = write_checkpoint_file(dir, stage_file_name(0), encode_stage_state(stage));
-    complete_checkpoint(plan.options, dir, {entry}, {step, {stage.model.spec()}, {stage.optimizer.steps_taken()}, data}, log);
-}
-
 }  // namespace
 
 TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
@@ -56,6 +50,9 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
     std::unique_ptr<Ops> backend = make_ops(o.device);
     Ops& ops = *backend;
     const Device device = ops.device();
+    // Before the stage allocates any of it: a model that cannot fit is one line (pipeline/stage_memory.h).
+    require_memory_fits(0, 1, estimate_cut_memory(o, {whole_model_spec(o.model)}, ops.activation_dtype()),
+                        ops.available_memory());
     StageState stage(o, whole_model_spec(o.model), device);  // one stage: the whole model
     const StageModel& model = stage.model;
     TensorSet& weights = stage.master;
@@ -69,13 +66,10 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
                o.tokens_per_iter(), o.describe_update_rule());
     int64_t first_step = 0;
     if (!o.load_path.empty()) {
-        const ResumePoint resume = read_resume_point(o);
-        const StageFiles files = read_stage_files(resume, model.spec());
-        restore_stage_state(stage, files.by_name, files.steps_taken, files.source);
+        const ResumePoint resume = load_one_stage(o, stage, log);
         first_step = resume.saved.step;
         data->train->seek(resume.saved.data);
         refresh_compute_weights(ops, weights, compute_weights);
-        print_resumed(resume, 1, log);
     }
     if (!o.save_dir.empty()) install_stop_signal_handlers();
 
@@ -107,7 +101,7 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
         const bool signalled = stop_signal_received() != 0;
         const bool exits = (o.exit_interval > 0 && steps_run % o.exit_interval == 0) || signalled;
         if (!o.save_dir.empty() && (steps_run % o.save_interval == 0 || steps_run == o.train_iters || exits))
-            save_stage(plan, steps_run, stage, data->train->position(), log);
+            save_one_stage(o, steps_run, stage, data->train->position(), log);
         if (signalled) print_stopped_by_signal(log, stop_signal_received(), steps_run);
         if (exits && steps_run < o.train_iters) break;
     }

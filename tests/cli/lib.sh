@@ -69,6 +69,27 @@ expect_mpi_failure() {
   fi
 }
 
+# expect_mpi_usage_error NAME NP PATTERN ARGS...: `mpirun -np NP nobubble train ARGS...` ends within 20 s, every
+# rank exits 2 (each rank's exit code is written by a shell around it) and stderr holds one error line in all,
+# matching PATTERN. Logs: $WORK/NAME.out, .err, .codes.
+expect_mpi_usage_error() {
+  local name=$1 np=$2 pattern=$3 rc=0 t0=$SECONDS
+  shift 3
+  rm -f "$WORK/$name.codes"
+  timeout -k 5 20 "${MPI[@]}" -np "$np" bash -c \
+    '"$0" "$@"; echo "rank $OMPI_COMM_WORLD_RANK exit $?" >>"'"$WORK/$name.codes"'"' \
+    "$NB" train "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" || rc=$?
+  local codes lines
+  codes=$(grep -c ' exit 2$' "$WORK/$name.codes" 2>/dev/null)
+  lines=$(error_lines "$WORK/$name.err")
+  if [ "$rc" != 124 ] && [ "$codes" = "$np" ] && [ "$lines" = 1 ] \
+     && grep '^nobubble: error: ' "$WORK/$name.err" | grep -q -- "$pattern"; then
+    pass "$name: all $np ranks exit 2 after $((SECONDS - t0))s, one line '$(grep '^nobubble: error: ' "$WORK/$name.err")'"
+  else
+    fail "$name: mpirun exit $rc, ranks: $(cat "$WORK/$name.codes" 2>/dev/null | tr '\n' ' '), stderr: $(cat "$WORK/$name.err")"
+  fi
+}
+
 hash_of() { grep '^final weights sha256 ' "$1" | awk '{print $4}'; }
 
 # The pipeline's oracle checks (test_pipeline_equality*.sh): what a run's log says it ended with.

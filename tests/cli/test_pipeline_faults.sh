@@ -53,30 +53,11 @@ head -c 2048 /dev/zero >"$WORK/zeros.bin"
 expect_mpi_failure bad_magic 2 "magic" --data "$WORK/zeros.bin" "${MODEL[@]}" --untie-embeddings-and-output-weights
 expect_mpi_failure bad_metrics 2 "rank 0 (stage 0): metrics" "${FLAGS[@]}" --metrics "$WORK/no/such/dir/m.jsonl"
 
-# expect_usage_error NAME NP PATTERN ARGS...: one error line in all, and every rank exits 2 (each rank's exit
-# code is written by a shell around it).
-expect_usage_error() {
-  local name=$1 np=$2 pattern=$3 rc=0
-  shift 3
-  rm -f "$WORK/$name.codes"
-  timeout -k 5 20 "${MPI[@]}" -np "$np" bash -c \
-    '"$0" "$@"; echo "rank $OMPI_COMM_WORLD_RANK exit $?" >>"'"$WORK/$name.codes"'"' \
-    "$NB" train "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" || rc=$?
-  local codes
-  codes=$(grep -c ' exit 2$' "$WORK/$name.codes" 2>/dev/null)
-  if [ "$rc" != 124 ] && [ "$codes" = "$np" ] && [ "$(error_lines "$WORK/$name.err")" = 1 ] \
-     && grep '^nobubble: error: ' "$WORK/$name.err" | grep -q -- "$pattern"; then
-    pass "$name: all $np ranks exit 2, one line '$(grep '^nobubble: error: ' "$WORK/$name.err")'"
-  else
-    fail "$name: mpirun exit $rc, ranks: $(cat "$WORK/$name.codes" 2>/dev/null | tr '\n' ' '), stderr: $(cat "$WORK/$name.err")"
-  fi
-}
-
-expect_usage_error 2bw_m_lt_p 3 "2bw needs --num-microbatches >= the number of stages" "${FLAGS[@]}" --schedule 2bw \
-  --num-microbatches 2
-expect_usage_error more_stages_than_layers 6 "6 pipeline stages but the model has only 5 layers" "${FLAGS[@]}"
-expect_usage_error ranks_not_stages 3 "stages 2 does not match the 3 MPI ranks" "${FLAGS[@]}" --stages 2
-expect_usage_error tied 2 "tied embeddings across stages are not built yet" --data "$WORK/corpus.txt" "${MODEL[@]}" \
+expect_mpi_usage_error 2bw_m_lt_p 3 "2bw needs --num-microbatches >= the number of stages" "${FLAGS[@]}" \
+  --schedule 2bw --num-microbatches 2
+expect_mpi_usage_error more_stages_than_layers 6 "6 pipeline stages but the model has only 5 layers" "${FLAGS[@]}"
+expect_mpi_usage_error ranks_not_stages 3 "stages 2 does not match the 3 MPI ranks" "${FLAGS[@]}" --stages 2
+expect_mpi_usage_error tied 2 "tied embeddings across stages are not built yet" --data "$WORK/corpus.txt" "${MODEL[@]}" \
   --tie-embeddings
-expect_usage_error bad_flag 2 "not expected" "${FLAGS[@]}" --bogus-flag 1
+expect_mpi_usage_error bad_flag 2 "not expected" "${FLAGS[@]}" --bogus-flag 1
 finish

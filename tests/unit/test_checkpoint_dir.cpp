@@ -91,3 +91,18 @@ TEST_CASE("checkpoint dir: --save-keep removes only checkpoints a newer complete
 }
 
 }  // namespace nb
+
+namespace nb {
+
+TEST_CASE("checkpoint dir: a file given as pieces is written and recorded as their concatenation") {
+    test::TempDir dir;
+    const std::string step_dir = make_step_dir(dir.path, 1);
+    const std::string a = "header", b(100000, 'x'), c = "tail";
+    const CheckpointEntry pieces = write_checkpoint_file(step_dir, "stage_0.bin", std::vector<std::string_view>{a, b, "", c});
+    const CheckpointEntry whole = write_checkpoint_file(step_dir, "stage_1.bin", a + b + c);
+    CHECK(pieces.bytes == whole.bytes);
+    CHECK(pieces.sha256 == whole.sha256);
+    CHECK(read_whole_file(step_dir + "/stage_0.bin") == a + b + c);
+}
+
+}  // namespace nb

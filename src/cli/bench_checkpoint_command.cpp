@@ -1,0 +1,92 @@
+// `nobubble bench checkpoint`: the save and load time of one stage's checkpoint of the whole model with AdamW
+// state, for `small` and `smollm-135m`, on the CPU (and on CUDA where a GPU is usable), the bytes written, and
+// the save's rate against this disk's sequential write rate measured in the same run (src/run/checkpoint_bench.h).
+//   Target (issue 11): the save writes at >= 50% of the disk's rate.
+#include <algorithm>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "src/cli/commands.h"
+#include "src/core/byte_size.h"
+#include "src/core/error.h"
+#include "src/run/backend.h"
+#include "src/run/checkpoint_bench.h"
+
+namespace nb::cli {
+
+namespace {
+
+struct BenchCheckpointFlags {
+    std::string dir;  // where the scratch directory goes; empty: $TMPDIR, else /tmp
+    std::vector<std::string> models = {"small", "smollm-135m"};
+    int reps = 3;
+    double target = 0.50;
+};
+
+std::string scratch_parent(const BenchCheckpointFlags& f) {
+    if (!f.dir.empty()) return f.dir;
+    const char* tmp = std::getenv("TMPDIR");
+    return tmp && *tmp ? tmp : "/tmp";
+}
+
+std::string rate(int64_t bytes, double seconds) {
+    return format_bytes(static_cast<int64_t>(static_cast<double>(bytes) / seconds)) + "/s";
+}
+
+// One row per model on `ops`' device; the save's share of the disk's rate of each.
+std::vector<double> time_device(Ops& ops, const BenchCheckpointFlags& f, const std::string& dir) {
+    std::vector<double> ratios;
+    for (const std::string& name : f.models) {
+        const CheckpointTiming t = time_checkpoint(ops, model_preset(name), dir, f.reps);
+        const double ratio = t.disk_write_s / t.save_s;  // same bytes: the rates' ratio is the times' inverse
+        ratios.push_back(ratio);
+        fmt::print("  {:<6} {:<12} {:>12} {:>9} {:>8.3f} {:>8.3f} {:>11} {:>11} {:>6.0f}%   encode {:.3f} s, "
+                   "sha256 {:.3f} s ({})\n",
+                   device_name(ops.device()), name, t.parameters, format_bytes(t.file_bytes), t.save_s, t.load_s,
+                   rate(t.file_bytes, t.save_s), rate(t.file_bytes, t.disk_write_s), 100 * ratio, t.encode_s,
+                   t.sha256_s, rate(t.file_bytes, t.sha256_s));
+    }
+    return ratios;
+}
+
+int run_bench_checkpoint(const BenchCheckpointFlags& f) {
+    const ScratchDir scratch(scratch_parent(f));
+    fmt::print("checkpoint of one stage holding the whole model with AdamW state (weights, exp_avg, exp_avg_sq), "
+               "saved and loaded by the\nsingle-process loop's code in {} (removed afterwards); best of {} each:\n"
+               "  save = encode + write, fsync, rename, directory fsync + sha256 + manifest; load = read from the "
+               "disk (dropped from the\n  page cache first) + size and sha256 checks + decode + restore; disk = the "
+               "same bytes by plain write() + fsync there\n", scratch.path(), f.reps);
+    fmt::print("  {:<6} {:<12} {:>12} {:>9} {:>8} {:>8} {:>11} {:>11} {:>7}   save's parts alone\n", "device",
+               "model", "params", "bytes", "save s", "load s", "save rate", "disk rate", "ratio");
+    std::unique_ptr<Ops> cpu = make_ops(Device::cpu);
+    std::vector<double> ratios = time_device(*cpu, f, scratch.path());
+    std::unique_ptr<Ops> gpu;
+    try {
+        gpu = make_ops(Device::cuda);
+    } catch (const RuntimeError& e) {  // no usable GPU, or no CUDA in this build
+        fmt::print("  cuda: skipped ({})\n", e.what());
+    }
+    if (gpu)
+        for (const double r : time_device(*gpu, f, scratch.path())) ratios.push_back(r);
+    const double worst = *std::min_element(ratios.begin(), ratios.end());
+    fmt::print("target: save rate >= {:.0f}% of the disk's sequential write rate: lowest {:.0f}%, target {}\n",
+               100 * f.target, 100 * worst, worst >= f.target ? "met" : "not met");
+    return 0;
+}
+
+}  // namespace
+
+Command add_bench_checkpoint_command(CLI::App& bench) {
+    auto* sub = bench.add_subcommand("checkpoint", "Checkpoint save and load time and rate against the disk's");
+    auto flags = std::make_shared<BenchCheckpointFlags>();
+    sub->add_option("--dir", flags->dir, "Where to write (a fresh directory in it, removed afterwards; default "
+                                         "$TMPDIR or /tmp)");
+    sub->add_option("--models", flags->models, "Presets to time")->capture_default_str();
+    sub->add_option("--reps", flags->reps, "Repetitions (the best is kept)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 100));
+    return {sub, [flags] { return run_bench_checkpoint(*flags); }};
+}
+
+}  // namespace nb::cli
