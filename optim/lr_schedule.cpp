@@ -18,6 +18,16 @@ LrDecayStyle parse_lr_decay_style(std::string_view name) {
     throw UsageError(fmt::format("--lr-decay-style '{}' is not one of: constant, linear, cosine, wsd", name));
 }
 
+std::string_view lr_decay_style_name(LrDecayStyle style) {
+    switch (style) {
+        case LrDecayStyle::constant: return "constant";
+        case LrDecayStyle::linear: return "linear";
+        case LrDecayStyle::cosine: return "cosine";
+        case LrDecayStyle::wsd: return "wsd";
+    }
+    return "?";
+}
+
 // The -1 defaults: decay over the whole run; WSD anneals over the last 20% of the decay window.
 static int64_t resolve_decay_iters(const LrScheduleConfig& cfg, int64_t train_iters) {
     return cfg.decay_iters == -1 ? train_iters : cfg.decay_iters;

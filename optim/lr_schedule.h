@@ -17,6 +17,7 @@ namespace nb {
 enum class LrDecayStyle { constant, linear, cosine, wsd };
 // "constant", "linear", "cosine", "wsd"; anything else: nb::UsageError naming --lr-decay-style and the names.
 LrDecayStyle parse_lr_decay_style(std::string_view name);
+std::string_view lr_decay_style_name(LrDecayStyle style);  // "constant", "linear", "cosine", "wsd"
 
 struct LrScheduleConfig {
     LrDecayStyle decay_style = LrDecayStyle::cosine;  // --lr-decay-style

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "optim/lr_schedule.h"
 #include "optim/optimizer_registry.h"
 #include "src/core/error.h"
 #include "src/core/metrics_writer.h"
@@ -42,6 +43,13 @@ Identity identity_of(const TrainOptions& o) {
         {"val_data", o.val_data_path},
         {"val_fraction", fmt::format("{}", o.val_fraction)},
     };
+    // The LR schedule as it runs (defaults resolved against the optimizer steps): a resume under another one would
+    // not continue the saved run (Megatron refuses it too, unless told to override).
+    const int64_t steps = o.train_iters * (o.schedule == ScheduleKind::pipedream ? o.num_microbatches : 1);
+    const LrScheduleConfig lr = LrSchedule(o.lr, steps).config();
+    id.emplace_back("lr_schedule", fmt::format("{} lr {} min_lr {} warmup {} decay {} wsd_decay {}",
+                                               lr_decay_style_name(lr.decay_style), lr.lr, lr.min_lr, lr.warmup_iters,
+                                               lr.decay_iters, lr.wsd_decay_iters));
     const OptimizerConfig resolved = with_defaults(o.optimizer);
     for (const OptimizerFlag& flag : optimizer_flags())
         if (const auto value = flag_value(resolved, flag)) id.emplace_back(std::string(flag.name), value_text(*value));

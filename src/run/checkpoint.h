@@ -7,8 +7,9 @@
 // The manifest's "run" object:
 //   program         the version of nobubble that wrote it
 //   identity        what must be the same for a resume to continue the saved run exactly: the model's shape, the
-//                   update rule and every optimizer hyperparameter (defaults filled in), the schedule, the batch
-//                   shape, the seed and the data. A checkpoint whose identity differs is refused with the field
+//                   update rule and every optimizer hyperparameter (defaults filled in), the LR schedule as it
+//                   runs (so --train-iters matters where it sets the decay), the schedule, the batch shape, the
+//                   seed and the data. A checkpoint whose identity differs is refused with the field
 //                   that differs and both values; nothing else (--train-iters, logging, evaluation, --save)
 //                   needs to match.
 //   stages, cut     the stages that wrote it and what each held. Another stage count is a reshard: each new stage

@@ -118,7 +118,7 @@ reshard_case 2bw_noclip_3to2 3 2 --schedule 2bw --num-microbatches 3 --optimizer
 # step ends on the saved state).
 B2=("${FLAGS[@]}" --schedule 2bw --num-microbatches 3 --optimizer muon --delay-fix ef)
 run_logged 120 rs_2bw_stop "$NB" train "${B2[@]}" --stages 3 --save "$WORK/rs_2bw" --save-interval 5 --exit-interval 5
-run_logged 120 rs_2bw_load "$NB" train "${B2[@]}" --stages 2 --train-iters 5 --load "$WORK/rs_2bw"
+run_logged 120 rs_2bw_load "$NB" train "${B2[@]}" --stages 2 --train-iters 5 --lr-decay-iters 8 --load "$WORK/rs_2bw"
 [ "$(hash_of "$WORK/rs_2bw_load.log")" = "$(hash_of "$WORK/rs_2bw_stop.log")" ] \
   && pass "2bw, per-stage clip: 3 stages' checkpoint loads into 2 with the saved weights" \
   || fail "2bw reshard load: $(hash_of "$WORK/rs_2bw_load.log") vs $(hash_of "$WORK/rs_2bw_stop.log")"
@@ -126,6 +126,8 @@ run_logged 120 rs_2bw_run "$NB" train "${B2[@]}" --stages 2 --load "$WORK/rs_2bw
 expect_error 1 "field 'stages' is 3 there, 2 in this run: pipedream's weight stash depends on the stage" \
   "$NB" train "${FLAGS[@]}" --stages 2 --schedule pipedream --num-microbatches 2 --optimizer adamw \
   --load "$WORK/a_pipedream_adamw"
+expect_error 1 "field 'identity.lr_schedule' is 'cosine lr 0.001 min_lr 0 warmup 3 decay 8 wsd_decay 1' there, 'cosine lr 0.002" \
+  "$NB" train "${FLAGS[@]}" --stages 3 --schedule 2bw --num-microbatches 3 --optimizer adamw --lr 2e-3 --load "$WORK/a_2bw_adamw"
 expect_error 1 "field 'identity.schedule' is '2bw' there, '1f1b' in this run" \
   "$NB" train "${FLAGS[@]}" --stages 3 --schedule 1f1b --num-microbatches 3 --optimizer adamw --load "$WORK/a_2bw_adamw"
 finish
