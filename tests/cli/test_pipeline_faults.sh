@@ -42,8 +42,10 @@ fi
 
 expect_mpi_failure fail_rank1 3 "rank 1 (stage 1): injected failure as step 2 begins" "${FLAGS[@]}" \
   --num-microbatches 3 --fail-at-step 2 --fail-rank 1
-grep -q '^step      2/6' "$WORK/fail_rank1.out" && ! grep -q '^step      3/6' "$WORK/fail_rank1.out" \
-  && pass "the run got to step 2 and no further" || fail "progress before the fault: $(cat "$WORK/fail_rank1.out")"
+# Step 2's line may or may not make it: the failing rank's report on it is sent just before the abort, which can
+# overtake it. What must hold: the run got going, and no iteration after the fault was reported.
+grep -q '^step      1/6' "$WORK/fail_rank1.out" && ! grep -q '^step      3/6' "$WORK/fail_rank1.out" \
+  && pass "the run got to step 1 or 2 and no further" || fail "progress before the fault: $(cat "$WORK/fail_rank1.out")"
 expect_mpi_failure fail_rank0 2 "rank 0 (stage 0): injected failure as step 0 begins" "${FLAGS[@]}" \
   --schedule 2bw --num-microbatches 2 --fail-at-step 0 --fail-rank 0
 expect_mpi_failure nan 2 "rank 1 (stage 1): loss is -\?nan at step 2" "${FLAGS[@]}" --lr 1e30
