@@ -58,6 +58,26 @@ public:
     void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets,
                                 float dloss) override;
 
+    // ---- MoE (src/ops/ops.h): not built yet, each throws UsageError (cuda/moe_not_built.cu; issue 12) ----
+    void moe_router_forward(Tensor& probs, Tensor& topk_expert, Tensor& topk_gate, const Tensor& logits,
+                            const Tensor& expert_bias, bool renorm) override;
+    void moe_router_backward(Tensor& dlogits, const Tensor& dprobs, const Tensor& dgate, const Tensor& probs,
+                             const Tensor& topk_expert, const Tensor& topk_gate, bool renorm) override;
+    void moe_aux_loss_forward(Tensor& loss, const Tensor& probs, const Tensor& expert_offsets, float coeff) override;
+    void moe_aux_loss_backward(Tensor& dprobs, const Tensor& expert_offsets, float coeff, float dloss) override;
+    void moe_dispatch_plan(Tensor& pair_of_row, Tensor& row_of_pair, Tensor& expert_offsets,
+                           const Tensor& topk_expert) override;
+    void moe_permute_forward(Tensor& xp, const Tensor& x, const Tensor& pair_of_row) override;
+    void moe_permute_backward(Tensor& dx, const Tensor& dxp, const Tensor& row_of_pair) override;
+    void moe_grouped_linear_forward(Tensor& y, const Tensor& x, const std::vector<const Tensor*>& w,
+                                    const Tensor& expert_offsets) override;
+    void moe_grouped_linear_backward(Tensor& dx, const std::vector<Tensor*>& dw, const Tensor& dy, const Tensor& x,
+                                     const std::vector<const Tensor*>& w, const Tensor& expert_offsets) override;
+    void moe_combine_forward(Tensor& y, const Tensor& expert_out, const Tensor& topk_gate,
+                             const Tensor& row_of_pair) override;
+    void moe_combine_backward(Tensor& dexpert_out, Tensor& dgate, const Tensor& dy, const Tensor& expert_out,
+                              const Tensor& topk_gate, const Tensor& row_of_pair) override;
+
     void add_inplace(Tensor& a, const Tensor& b) override;
     void scale_inplace(Tensor& a, float s) override;
     double sum(const Tensor& x) override;

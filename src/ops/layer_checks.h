@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "src/core/tensor.h"
 
@@ -52,5 +53,40 @@ int64_t check_cross_entropy_forward(const Tensor& loss, const Tensor& lse, const
 // Also dlogits is shaped like logits.
 int64_t check_cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
                                      const Tensor& targets);
+
+// ---- MoE (src/ops/moe_checks.cpp): N tokens, E experts, k slots, R = N k pairs, d features ----
+struct MoeRouterDims {
+    int64_t n, e, k;
+};
+// logits/probs [N,E] with E > 0, topk_expert/topk_gate [N,k] with 1 <= k <= E, expert_bias undefined or [E].
+MoeRouterDims check_moe_router_forward(const Tensor& probs, const Tensor& topk_expert, const Tensor& topk_gate,
+                                       const Tensor& logits, const Tensor& expert_bias);
+// Also dlogits is shaped like probs, dprobs is undefined or shaped like probs, dgate like topk_gate.
+MoeRouterDims check_moe_router_backward(const Tensor& dlogits, const Tensor& dprobs, const Tensor& dgate,
+                                        const Tensor& probs, const Tensor& topk_expert, const Tensor& topk_gate);
+// loss holds 1 value, probs/dprobs [N,E], expert_offsets [E+1]; each returns {N, E, 0}.
+MoeRouterDims check_moe_aux_loss_forward(const Tensor& loss, const Tensor& probs, const Tensor& expert_offsets);
+MoeRouterDims check_moe_aux_loss_backward(const Tensor& dprobs, const Tensor& expert_offsets);
+// topk_expert [N,k], pair_of_row/row_of_pair [N k], expert_offsets [E+1] with E >= k.
+MoeRouterDims check_moe_dispatch_plan(const Tensor& pair_of_row, const Tensor& row_of_pair,
+                                      const Tensor& expert_offsets, const Tensor& topk_expert);
+struct MoeRowDims {
+    int64_t n, k, d;
+};
+// x/dx [N,d], xp/dxp [R,d], the map [R] with R a multiple of N (N = 0 only with R = 0).
+MoeRowDims check_moe_permute_forward(const Tensor& xp, const Tensor& x, const Tensor& pair_of_row);
+MoeRowDims check_moe_permute_backward(const Tensor& dx, const Tensor& dxp, const Tensor& row_of_pair);
+// y/dy [N,d], expert_out [N k, d], topk_gate/dgate [N,k], row_of_pair [N k].
+MoeRowDims check_moe_combine_forward(const Tensor& y, const Tensor& expert_out, const Tensor& topk_gate,
+                                     const Tensor& row_of_pair);
+MoeRowDims check_moe_combine_backward(const Tensor& dexpert_out, const Tensor& dgate, const Tensor& dy,
+                                      const Tensor& expert_out, const Tensor& topk_gate, const Tensor& row_of_pair);
+// x [R,in], y [R,out], E = expert_offsets.numel() - 1 weights, each [out,in]; returns {R, in, out}.
+LinearDims check_moe_grouped_linear_forward(const Tensor& y, const Tensor& x, const std::vector<const Tensor*>& w,
+                                            const Tensor& expert_offsets);
+// Also dx is undefined or shaped like x, dw holds E gradients, each shaped like its weight.
+LinearDims check_moe_grouped_linear_backward(const Tensor& dx, const std::vector<Tensor*>& dw, const Tensor& dy,
+                                             const Tensor& x, const std::vector<const Tensor*>& w,
+                                             const Tensor& expert_offsets);
 
 }  // namespace nb

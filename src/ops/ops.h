@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "src/core/tensor.h"
 
@@ -128,6 +129,54 @@ public:
     // dlogits += dloss * (softmax(logits) - onehot(target)) ; dloss is the same for every row (1/N for a mean).
     virtual void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& lse,
                                         const Tensor& targets, float dloss) = 0;
+
+    // ---- Mixture of Experts (../shared/DESIGN.md section 7): E experts, top-k routing, dropless dispatch ----
+    // N tokens, k slots per token, R = N k (token, slot) pairs. probs [N,E], topk_gate/dgate [N,k], dprobs [N,E]
+    // and the aux loss [1] are f32; topk_expert [N,k], pair_of_row/row_of_pair [R] and expert_offsets [E+1] are
+    // i32; expert_bias [E] is f32 state (not a parameter). A pair p = n k + j is token n's slot j; a "row" r is
+    // its place in the permuted order, sorted by (expert, token index, slot): expert e's pairs are the rows
+    // expert_offsets[e] .. expert_offsets[e+1], contiguous, so each expert runs one GEMM over them.
+
+    // Router: probs = softmax(logits) per row (f32); each row's k experts are those with the largest
+    // probs + expert_bias (ties go to the lower expert index), in that order (slot 0 the best); the bias only
+    // selects: topk_gate[n,j] = probs[n, topk_expert[n,j]], divided by the sum of the row's k gates when renorm
+    // (--moe-router-topk-renorm). expert_bias may be undefined (no bias).
+    virtual void moe_router_forward(Tensor& probs, Tensor& topk_expert, Tensor& topk_gate, const Tensor& logits,
+                                    const Tensor& expert_bias, bool renorm) = 0;
+    // dp = dprobs + the gates' gradient (dp[e_j] += dgate_j, or (dgate_j - sum_l dgate_l gate_l) / S when renorm,
+    // S = sum_l probs[e_l]); then the softmax: dlogits[i] += p[i] (dp[i] - sum_m p[m] dp[m]). dprobs may be
+    // undefined (no aux-loss gradient). The selection is piecewise constant: it has no gradient.
+    virtual void moe_router_backward(Tensor& dlogits, const Tensor& dprobs, const Tensor& dgate, const Tensor& probs,
+                                     const Tensor& topk_expert, const Tensor& topk_gate, bool renorm) = 0;
+    // Switch/GShard load-balancing loss: loss[0] = coeff E sum_i f_i P_i with f_i = (pairs routed to i) / R (from
+    // expert_offsets; no gradient) and P_i = mean over the N tokens of probs[n,i]; summed in double, in index order.
+    virtual void moe_aux_loss_forward(Tensor& loss, const Tensor& probs, const Tensor& expert_offsets,
+                                      float coeff) = 0;
+    // dprobs[n,i] += dloss coeff E f_i / N  (dloss = d objective / d loss).
+    virtual void moe_aux_loss_backward(Tensor& dprobs, const Tensor& expert_offsets, float coeff, float dloss) = 0;
+    // The dispatch plan of topk_expert: expert_offsets (a counting sort's prefix sums, expert_offsets[E] = R),
+    // pair_of_row (the stable permutation: row r holds pair pair_of_row[r]) and row_of_pair (its inverse).
+    virtual void moe_dispatch_plan(Tensor& pair_of_row, Tensor& row_of_pair, Tensor& expert_offsets,
+                                   const Tensor& topk_expert) = 0;
+    // Permute: xp[r, :] = x[pair_of_row[r] / k, :] (a token's row is copied once per slot), xp [R,d], x [N,d].
+    virtual void moe_permute_forward(Tensor& xp, const Tensor& x, const Tensor& pair_of_row) = 0;
+    // dx[n, :] += sum over j = 0..k-1 in slot order of dxp[row_of_pair[n k + j], :].
+    virtual void moe_permute_backward(Tensor& dx, const Tensor& dxp, const Tensor& row_of_pair) = 0;
+    // Grouped linear: y[r, :] = x[r, :] w[e]^T for the rows r of expert e; w holds E weights [out,in] (each
+    // expert's own parameter), x [R,in], y [R,out]. One GEMM per expert with rows; an expert without rows is skipped.
+    virtual void moe_grouped_linear_forward(Tensor& y, const Tensor& x, const std::vector<const Tensor*>& w,
+                                            const Tensor& expert_offsets) = 0;
+    // Per expert e over its rows: dx += dy w[e] ; dw[e] += dy^T x. dx may be undefined (not wanted).
+    virtual void moe_grouped_linear_backward(Tensor& dx, const std::vector<Tensor*>& dw, const Tensor& dy,
+                                             const Tensor& x, const std::vector<const Tensor*>& w,
+                                             const Tensor& expert_offsets) = 0;
+    // Unpermute and combine: y[n, :] = sum over j = 0..k-1, in slot order, of topk_gate[n,j] expert_out[row, :]
+    // with row = row_of_pair[n k + j]; y [N,d] is overwritten, expert_out [R,d].
+    virtual void moe_combine_forward(Tensor& y, const Tensor& expert_out, const Tensor& topk_gate,
+                                     const Tensor& row_of_pair) = 0;
+    // dexpert_out[row, :] += topk_gate[n,j] dy[n, :] ; dgate[n,j] += sum_c dy[n,c] expert_out[row,c] (in c order).
+    virtual void moe_combine_backward(Tensor& dexpert_out, Tensor& dgate, const Tensor& dy, const Tensor& expert_out,
+                                      const Tensor& topk_gate, const Tensor& row_of_pair) = 0;
 };
 
 // The ops of the optimizers and delay mitigations (optim/): update rules, and linear algebra on optimizer state.

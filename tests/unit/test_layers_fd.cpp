@@ -1,5 +1,5 @@
-// Finite-difference checks of every layer's backward (embedding, transformer block, output head) and of the
-// whole model's forward_backward, on a small config with grouped-query attention.
+// Finite-difference checks of every layer's backward (embedding, transformer block, output head, the MoE
+// feed-forward) and of the whole model's forward_backward, on a small config with grouped-query attention.
 //
 // Objective: L = sum(out * R) (R random) for the embedding and the block; the loss itself (times dloss) for the
 // head and the whole model. Forward runs in fp32 and L is accumulated in double; each gradient element is
@@ -16,6 +16,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -24,6 +25,7 @@
 #include "src/cpu/cpu_ops.h"
 #include "tests/unit/fd_check.h"
 #include "model/layer.h"
+#include "model/moe_layer.h"
 #include "model/stage_model.h"
 #include "model/model_step.h"
 
@@ -227,6 +229,60 @@ TEST_CASE("transformer block backward accumulates into the weight gradients") {
         Tensor doubled = once[i].clone();
         ops.scale_inplace(doubled, 2.0f);
         CHECK(max_rel_diff(twice[i], doubled) < 1e-6);
+    }
+}
+
+TEST_CASE("MoE feed-forward backward matches finite differences") {
+    // Objective L = sum(out * R) + L_aux, so the router's gradient carries the gates' and the aux loss's parts.
+    // The selection is piecewise constant; each objective evaluation checks that the step did not change it (the
+    // seeds are chosen so that no score lies within a step of the k-th best).
+    struct Variant {
+        std::string name;
+        MoeConfig moe;
+        bool bias;
+    };
+    const Variant variants[] = {
+        {"top-2 of 4, shared expert, renorm, bias, aux", {4, 2, 12, 10, 0.3, true}, true},
+        {"top-1 of 3, plain", {3, 1, 12, 0, 0.0, false}, false},
+    };
+    uint32_t seed = 106;
+    for (const Variant& v : variants) {
+        CAPTURE(v.name);
+        CpuOps ops;
+        std::mt19937 rng(seed++);
+        const ModelConfig c = small_config();
+        ParamLayout layout;
+        const MoeFeedForward moe(c.hidden_size, v.moe, "layers.1.moe", layout);
+        CHECK(layout[0].name == "layers.1.moe.router.weight");
+        CHECK(layout[1].name == "layers.1.moe.experts.0.w_gate");
+        CHECK(layout.size() == 1 + 3 * v.moe.num_experts + (v.moe.has_shared_expert() ? 3 : 0));
+        TensorSet weights = random_weights(layout, rng);
+        TensorSet grads = TensorSet::zeros(layout);
+        const Microbatch mb = random_batch(c, 2, 5, rng);
+        Tensor h = randn({mb.rows(), c.hidden_size}, rng);
+        const Tensor R = randn({mb.rows(), c.hidden_size}, rng);
+        const Tensor bias = v.bias ? randn({v.moe.num_experts}, rng, 0.05f) : Tensor{};
+
+        LayerContext ctx{ops, weights, &grads, mb};
+        Stash stash;
+        const MoeOutput fwd = moe.forward(ctx, h, bias, &stash);
+        CHECK(fwd.out.shape() == h.shape());
+        const Tensor chosen = stash.saved.at(2).clone();  // model/moe_layer.cpp: kTopkExpert
+        const Tensor dh = moe.backward(ctx, R, 1.0f, stash);
+        REQUIRE(dh.shape() == h.shape());
+
+        LayerContext eval{ops, weights, nullptr, mb};
+        auto objective = [&] {
+            Stash s;
+            const MoeOutput o = moe.forward(eval, h, bias, &s);
+            REQUIRE(std::memcmp(s.saved.at(2).data(), chosen.data(), chosen.bytes()) == 0);
+            return dot(o.out, R) + o.aux_loss.f32()[0];
+        };
+        fd_expect("h", h, dh, objective, rng);
+        for (int i = 0; i < layout.size(); ++i) {
+            CAPTURE(layout[i].name);
+            fd_expect(layout[i].name, weights[i], grads[i], objective, rng);
+        }
     }
 }
 

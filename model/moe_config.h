@@ -1,0 +1,22 @@
+// MoeConfig: the shape of one Mixture-of-Experts feed-forward (../shared/DESIGN.md section 7), with its
+// Megatron-style flag names. Not yet part of ModelConfig: the blocks, flags and presets that choose MoE layers
+// (--moe-layers) come with issue 12's next step.
+#pragma once
+
+#include <cstdint>
+
+namespace nb {
+
+struct MoeConfig {
+    int64_t num_experts = 8;                // --num-experts E
+    int64_t topk = 2;                       // --moe-router-topk k, 1..8 and at most E
+    int64_t ffn_hidden_size = 256;          // --moe-ffn-hidden-size: each routed expert's SwiGLU inner size
+    int64_t shared_ffn_hidden_size = 0;     // --moe-shared-expert-ffn-hidden-size: 0 = no shared expert
+    double aux_loss_coeff = 0.0;            // --moe-aux-loss-coeff (Switch/GShard load balancing)
+    bool topk_renorm = false;               // --moe-router-topk-renorm: the k gates sum to 1
+    bool has_shared_expert() const { return shared_ffn_hidden_size > 0; }
+    // Throws UsageError naming the flag when the shape is impossible.
+    void validate() const;
+};
+
+}  // namespace nb

@@ -1,0 +1,182 @@
+// MoeFeedForward's forward and backward, written as ops (the math of each is beside its kernel, src/cpu/moe_*.cpp).
+//
+// Forward, N tokens, k slots, R = N k pairs:
+//   logits[N,E] = h W_r^T                                   linear_forward
+//   probs, topk_expert, topk_gate                           moe_router_forward (bias selects, gates use p)
+//   pair_of_row, row_of_pair, expert_offsets                moe_dispatch_plan  (stable, by expert then token)
+//   xp[R,d] = h[token of each row]                          moe_permute_forward
+//   gate, up [R,f] = xp W_gate,e^T, xp W_up,e^T per expert  moe_grouped_linear_forward
+//   act = silu(gate) * up ; eout[R,d] = act W_down,e^T      swiglu_forward, moe_grouped_linear_forward
+//   out[N,d] = sum_j topk_gate[n,j] eout[row of (n,j)]      moe_combine_forward (slot order)
+//   out += shared(h)                                        the shared expert, a plain SwiGLU, added last
+//   aux_loss = coeff E sum_i f_i P_i                        moe_aux_loss_forward
+// Backward runs the same list in reverse; d h collects, in this order, the shared expert's part, the routed
+// experts' part (through the permutation) and the router's part.
+#include "model/moe_layer.h"
+
+#include <fmt/format.h>
+
+namespace nb {
+
+namespace {
+
+// What forward appends for backward, by position after `first`.
+enum MoeSaved {
+    kH,
+    kProbs,
+    kTopkExpert,
+    kTopkGate,
+    kPairOfRow,
+    kRowOfPair,
+    kOffsets,
+    kXp,
+    kGate,
+    kUp,
+    kAct,
+    kExpertOut,
+    kSharedGate,  // the shared expert's three, only when it exists
+    kSharedUp,
+    kSharedAct,
+    kMoeSavedCount
+};
+
+}  // namespace
+
+MoeFeedForward::MoeFeedForward(int64_t hidden_size, const MoeConfig& config, const std::string& prefix,
+                               ParamLayout& layout)
+    : d_(hidden_size), c_(config) {
+    c_.validate();
+    auto name = [&prefix](const std::string& leaf) { return fmt::format("{}.{}", prefix, leaf); };
+    const int64_t d = d_, f = c_.ffn_hidden_size, fs = c_.shared_ffn_hidden_size;
+    // The router is a matrix like any other here (Muon takes it); its treatment is to be settled in DESIGN.md.
+    router_ = layout.add({name("router.weight"), {c_.num_experts, d}, ParamKind::hidden_matrix});
+    for (int64_t e = 0; e < c_.num_experts; ++e) {
+        SwiGluParams p;
+        p.w_gate = layout.add({name(fmt::format("experts.{}.w_gate", e)), {f, d}, ParamKind::hidden_matrix});
+        p.w_up = layout.add({name(fmt::format("experts.{}.w_up", e)), {f, d}, ParamKind::hidden_matrix});
+        p.w_down = layout.add({name(fmt::format("experts.{}.w_down", e)), {d, f}, ParamKind::hidden_matrix});
+        experts_.push_back(p);
+    }
+    if (c_.has_shared_expert()) {
+        shared_.w_gate = layout.add({name("shared_expert.w_gate"), {fs, d}, ParamKind::hidden_matrix});
+        shared_.w_up = layout.add({name("shared_expert.w_up"), {fs, d}, ParamKind::hidden_matrix});
+        shared_.w_down = layout.add({name("shared_expert.w_down"), {d, fs}, ParamKind::hidden_matrix});
+    }
+}
+
+std::vector<const Tensor*> MoeFeedForward::expert_weights(const TensorSet& set, int SwiGluParams::*which) const {
+    std::vector<const Tensor*> out;
+    for (const SwiGluParams& p : experts_) out.push_back(&set[p.*which]);
+    return out;
+}
+
+std::vector<Tensor*> MoeFeedForward::expert_grads(TensorSet& set, int SwiGluParams::*which) const {
+    std::vector<Tensor*> out;
+    for (const SwiGluParams& p : experts_) out.push_back(&set[p.*which]);
+    return out;
+}
+
+MoeOutput MoeFeedForward::forward(const LayerContext& ctx, const Tensor& h, const Tensor& expert_bias,
+                                  Stash* stash) const {
+    Ops& ops = ctx.ops;
+    const TensorSet& w = ctx.weights;
+    const int64_t N = h.numel() / d_, d = d_, E = c_.num_experts, k = c_.topk, R = N * k;
+    const int64_t f = c_.ffn_hidden_size, fs = c_.shared_ffn_hidden_size;
+    const Tensor h2 = h.reshaped({N, d});
+
+    Tensor logits = ops.output({N, E});
+    ops.linear_forward(logits, h2, w[router_]);
+    Tensor probs = ops.f32_output({N, E}), topk_gate = ops.f32_output({N, k});
+    Tensor topk_expert = ops.empty({N, k}, DType::i32);
+    ops.moe_router_forward(probs, topk_expert, topk_gate, logits, expert_bias, c_.topk_renorm);
+
+    Tensor pair_of_row = ops.empty({R}, DType::i32), row_of_pair = ops.empty({R}, DType::i32);
+    Tensor offsets = ops.empty({E + 1}, DType::i32);
+    ops.moe_dispatch_plan(pair_of_row, row_of_pair, offsets, topk_expert);
+    Tensor xp = ops.output({R, d});
+    ops.moe_permute_forward(xp, h2, pair_of_row);
+
+    Tensor gate = ops.output({R, f}), up = ops.output({R, f}), act = ops.output({R, f});
+    ops.moe_grouped_linear_forward(gate, xp, expert_weights(w, &SwiGluParams::w_gate), offsets);
+    ops.moe_grouped_linear_forward(up, xp, expert_weights(w, &SwiGluParams::w_up), offsets);
+    ops.swiglu_forward(act, gate, up);
+    Tensor expert_out = ops.output({R, d});
+    ops.moe_grouped_linear_forward(expert_out, act, expert_weights(w, &SwiGluParams::w_down), offsets);
+
+    MoeOutput result;
+    result.out = ops.output({N, d});
+    ops.moe_combine_forward(result.out, expert_out, topk_gate, row_of_pair);
+
+    Tensor s_gate, s_up, s_act;
+    if (c_.has_shared_expert()) {
+        s_gate = ops.output({N, fs});
+        s_up = ops.output({N, fs});
+        s_act = ops.output({N, fs});
+        ops.linear_forward(s_gate, h2, w[shared_.w_gate]);
+        ops.linear_forward(s_up, h2, w[shared_.w_up]);
+        ops.swiglu_forward(s_act, s_gate, s_up);
+        Tensor s_out = ops.output({N, d});
+        ops.linear_forward(s_out, s_act, w[shared_.w_down]);
+        ops.add_inplace(result.out, s_out);
+    }
+
+    result.aux_loss = ops.f32_output({1});
+    ops.moe_aux_loss_forward(result.aux_loss, probs, offsets, static_cast<float>(c_.aux_loss_coeff));
+    result.expert_offsets = offsets;
+
+    if (stash) {
+        const Tensor saved[kMoeSavedCount] = {h2,   probs, topk_expert, topk_gate, pair_of_row,
+                                              row_of_pair, offsets, xp, gate, up, act, expert_out,
+                                              s_gate, s_up, s_act};
+        stash->saved.insert(stash->saved.end(), std::begin(saved), std::end(saved));
+    }
+    return result;
+}
+
+Tensor MoeFeedForward::backward(const LayerContext& ctx, const Tensor& dout, float daux_loss, const Stash& stash,
+                                size_t first) const {
+    Ops& ops = ctx.ops;
+    const TensorSet& w = ctx.weights;
+    TensorSet& g = *ctx.grads;
+    auto s = [&](MoeSaved i) -> const Tensor& { return stash.saved.at(first + i); };
+    const int64_t N = s(kH).dim(0), d = d_, E = c_.num_experts, k = c_.topk, R = N * k;
+    const int64_t f = c_.ffn_hidden_size, fs = c_.shared_ffn_hidden_size;
+    const Tensor dout2 = dout.reshaped({N, d});
+    Tensor dh = ops.activation({N, d});
+
+    if (c_.has_shared_expert()) {
+        Tensor ds_act = ops.activation({N, fs}), ds_gate = ops.activation({N, fs}), ds_up = ops.activation({N, fs});
+        ops.linear_backward(ds_act, g[shared_.w_down], dout2, s(kSharedAct), w[shared_.w_down]);
+        ops.swiglu_backward(ds_gate, ds_up, ds_act, s(kSharedGate), s(kSharedUp));
+        ops.linear_backward(dh, g[shared_.w_gate], ds_gate, s(kH), w[shared_.w_gate]);
+        ops.linear_backward(dh, g[shared_.w_up], ds_up, s(kH), w[shared_.w_up]);
+    }
+
+    // The routed experts, back through the combine, the grouped SwiGLU and the permutation.
+    Tensor dexpert_out = ops.activation({R, d}), dtopk_gate = ops.f32_zeros({N, k});
+    ops.moe_combine_backward(dexpert_out, dtopk_gate, dout2, s(kExpertOut), s(kTopkGate), s(kRowOfPair));
+    Tensor dact = ops.activation({R, f});
+    ops.moe_grouped_linear_backward(dact, expert_grads(g, &SwiGluParams::w_down), dexpert_out, s(kAct),
+                                    expert_weights(w, &SwiGluParams::w_down), s(kOffsets));
+    Tensor dgate = ops.activation({R, f}), dup = ops.activation({R, f});
+    ops.swiglu_backward(dgate, dup, dact, s(kGate), s(kUp));
+    Tensor dxp = ops.activation({R, d});
+    ops.moe_grouped_linear_backward(dxp, expert_grads(g, &SwiGluParams::w_gate), dgate, s(kXp),
+                                    expert_weights(w, &SwiGluParams::w_gate), s(kOffsets));
+    ops.moe_grouped_linear_backward(dxp, expert_grads(g, &SwiGluParams::w_up), dup, s(kXp),
+                                    expert_weights(w, &SwiGluParams::w_up), s(kOffsets));
+    ops.moe_permute_backward(dh, dxp, s(kRowOfPair));
+
+    // The router: the gates' gradient and the aux loss's, through the softmax, then the router's linear.
+    Tensor dprobs;  // undefined: no aux-loss term
+    if (c_.aux_loss_coeff != 0.0 && daux_loss != 0.0f) {
+        dprobs = ops.f32_zeros({N, E});
+        ops.moe_aux_loss_backward(dprobs, s(kOffsets), static_cast<float>(c_.aux_loss_coeff), daux_loss);
+    }
+    Tensor dlogits = ops.activation({N, E});
+    ops.moe_router_backward(dlogits, dprobs, dtopk_gate, s(kProbs), s(kTopkExpert), s(kTopkGate), c_.topk_renorm);
+    ops.linear_backward(dh, g[router_], dlogits, s(kH), w[router_]);
+    return dh.reshaped(dout.shape());
+}
+
+}  // namespace nb

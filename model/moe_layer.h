@@ -1,0 +1,62 @@
+// MoeFeedForward: the Mixture-of-Experts feed-forward that replaces a block's SwiGLU MLP (DESIGN.md section 7).
+// It reads h = rmsnorm(x1) * g_mlp, one row per token, and returns what the block adds to its residual stream:
+//
+//   logits = h W_r^T ; p = softmax(logits) ; the k experts with the largest p + b (b: the expert bias) ; gates
+//   y[n] = sum over slots j in order of gate[n,j] SwiGLU_{e_j}(h[n]) + SharedExpert(h[n])
+//   SwiGLU_e(h) = (silu(h W_gate,e^T) * (h W_up,e^T)) W_down,e^T
+//   L_aux = coeff E sum_i f_i P_i           (Switch/GShard; added to the microbatch's loss by the caller)
+//
+// Dropless: the (token, slot) pairs are permuted into expert order, each projection is one grouped GEMM over the
+// experts' contiguous rows, and the outputs are combined back in slot order. Everything goes through ops.
+//
+// Parameters, in canonical order, under `prefix` (e.g. "layers.3.moe"):
+//   router.weight [E,d]; experts.<e>.w_gate [f,d], experts.<e>.w_up [f,d], experts.<e>.w_down [d,f] for each e
+//   (separate matrices, so Muon orthogonalises each expert's own); shared_expert.w_gate/w_up/w_down when the
+//   shared expert's size is > 0.
+// The expert bias is state, not a parameter: the caller owns it (it is versioned with the weights) and hands it in.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/layer.h"
+#include "model/moe_config.h"
+
+namespace nb {
+
+struct MoeOutput {
+    Tensor out;             // [N, d], activation dtype
+    Tensor aux_loss;        // f32 [1] on the backend's device: this microbatch's L_aux (coeff included)
+    Tensor expert_offsets;  // i32 [E+1] on the device: expert e received offsets[e+1] - offsets[e] pairs
+};
+
+class MoeFeedForward {
+public:
+    MoeFeedForward(int64_t hidden_size, const MoeConfig& config, const std::string& prefix, ParamLayout& layout);
+
+    // expert_bias: f32 [E] on the device, or undefined (no bias). With a stash, APPENDS what backward needs to
+    // stash->saved (so a block can keep its own tensors first and the MoE's after them).
+    MoeOutput forward(const LayerContext& ctx, const Tensor& h, const Tensor& expert_bias, Stash* stash) const;
+    // dout = d objective / d out; daux_loss = d objective / d L_aux (1 for one microbatch). Reads the stash from
+    // saved[first] on, accumulates parameter gradients into ctx.grads, and returns d objective / d h.
+    Tensor backward(const LayerContext& ctx, const Tensor& dout, float daux_loss, const Stash& stash,
+                    size_t first = 0) const;
+
+    const MoeConfig& config() const { return c_; }
+
+private:
+    struct SwiGluParams {
+        int w_gate = -1, w_up = -1, w_down = -1;
+    };
+    int64_t d_;
+    MoeConfig c_;
+    int router_ = -1;
+    std::vector<SwiGluParams> experts_;
+    SwiGluParams shared_;
+
+    std::vector<const Tensor*> expert_weights(const TensorSet& set, int SwiGluParams::*which) const;
+    std::vector<Tensor*> expert_grads(TensorSet& set, int SwiGluParams::*which) const;
+};
+
+}  // namespace nb

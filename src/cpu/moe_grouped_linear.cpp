@@ -1,0 +1,75 @@
+// MoE grouped linear: each expert's contiguous rows of the permuted activations times that expert's own weight.
+//
+//   y[r, :] = x[r, :] W_e^T        for expert_offsets[e] <= r < expert_offsets[e+1]      (W_e [out, in])
+// Backward, per expert over its rows:
+//   dx[rows_e]  += dy[rows_e] W_e
+//   dW_e        += dy[rows_e]^T x[rows_e]
+// One OpenBLAS sgemm per expert that has rows, as linear.cpp does for one weight (same argument order, same
+// determinism: OpenBLAS partitions output tiles, never the reduction). An expert without rows does no GEMM and
+// its weight gradient is left as it was (plus nothing).
+#include <cblas.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "src/cpu/cpu_ops.h"
+#include "src/ops/layer_checks.h"
+
+namespace nb {
+
+namespace {
+
+// The offsets must be a partition of the R rows: 0 = off[0] <= off[1] <= ... <= off[E] = R.
+void check_offsets(const char* op, const Tensor& expert_offsets, int64_t rows) {
+    const int32_t* off = expert_offsets.i32();
+    const int64_t experts = expert_offsets.numel() - 1;
+    bool ok = off[0] == 0 && off[experts] == rows;
+    for (int64_t e = 0; ok && e < experts; ++e) ok = off[e] <= off[e + 1];
+    if (!ok) throw std::invalid_argument(fmt::format("{}: expert_offsets are not a partition of the {} rows", op, rows));
+}
+
+}  // namespace
+
+void CpuOps::moe_grouped_linear_forward(Tensor& y, const Tensor& x, const std::vector<const Tensor*>& w,
+                                        const Tensor& expert_offsets) {
+    const OpTimer timer(*this, "moe_grouped_linear_forward");
+    const LinearDims d = check_moe_grouped_linear_forward(y, x, w, expert_offsets);
+    check_offsets("moe_grouped_linear_forward", expert_offsets, d.n);
+    if (d.out == 0) return;
+    const int32_t* off = expert_offsets.i32();
+    for (size_t e = 0; e < w.size(); ++e) {
+        const int64_t begin = off[e], rows = off[e + 1] - begin;
+        if (rows == 0) continue;
+        float* ye = y.f32() + begin * d.out;
+        if (d.in == 0) {  // an empty sum; OpenBLAS rejects lda = 0
+            std::fill(ye, ye + rows * d.out, 0.0f);
+            continue;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, d.out, d.in, 1.0f, x.f32() + begin * d.in, d.in,
+                    w[e]->f32(), d.in, 0.0f, ye, d.out);
+    }
+}
+
+void CpuOps::moe_grouped_linear_backward(Tensor& dx, const std::vector<Tensor*>& dw, const Tensor& dy,
+                                         const Tensor& x, const std::vector<const Tensor*>& w,
+                                         const Tensor& expert_offsets) {
+    const OpTimer timer(*this, "moe_grouped_linear_backward");
+    const LinearDims d = check_moe_grouped_linear_backward(dx, dw, dy, x, w, expert_offsets);
+    check_offsets("moe_grouped_linear_backward", expert_offsets, d.n);
+    if (d.in == 0 || d.out == 0) return;  // every sum is empty
+    const int32_t* off = expert_offsets.i32();
+    for (size_t e = 0; e < w.size(); ++e) {
+        const int64_t begin = off[e], rows = off[e + 1] - begin;
+        if (rows == 0) continue;
+        const float *dye = dy.f32() + begin * d.out, *xe = x.f32() + begin * d.in;
+        if (dx.defined())
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d.in, d.out, 1.0f, dye, d.out, w[e]->f32(),
+                        d.in, 1.0f, dx.f32() + begin * d.in, d.in);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d.out, d.in, rows, 1.0f, dye, d.out, xe, d.in, 1.0f,
+                    dw[e]->f32(), d.in);
+    }
+}
+
+}  // namespace nb
