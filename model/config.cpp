@@ -1,6 +1,10 @@
 #include "model/config.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "src/core/error.h"
 
@@ -22,10 +26,25 @@ ModelConfig make(std::string name, int64_t vocab, int64_t hidden, int64_t ffn, i
     return c;
 }
 
+// tiny's shape with an MoE feed-forward in every block but the first: 8 experts, top-2, a shared expert.
+ModelConfig tiny_moe() {
+    ModelConfig c = make("tiny-moe", 256, 256, 768, 4, 4, 2, false);
+    c.moe_layers = "all-but-first:1";
+    c.moe.num_experts = 8;
+    c.moe.topk = 2;
+    c.moe.ffn_hidden_size = 192;
+    c.moe.shared_ffn_hidden_size = 192;
+    c.moe.aux_loss_coeff = 0.01;
+    c.moe.topk_renorm = false;
+    c.resolve_moe_layers();
+    return c;
+}
+
 // Byte-level presets (vocab 256) train on a CPU; the SmolLM shapes are the paper's dense models.
 const std::vector<ModelConfig>& presets() {
     static const std::vector<ModelConfig> all = {
         make("tiny", 256, 256, 768, 4, 4, 2, false),
+        tiny_moe(),
         make("small", 256, 512, 1536, 8, 8, 4, false),
         make("smollm-135m", 49152, 576, 1536, 30, 9, 3, true),
         make("smollm-360m", 49152, 960, 2560, 32, 15, 5, true),
@@ -37,7 +56,63 @@ void require_positive(int64_t value, const char* flag) {
     if (value <= 0) throw UsageError(fmt::format("{} must be positive, got {}", flag, value));
 }
 
+// One block index of an explicit --moe-layers list.
+int64_t parse_block_index(const std::string& item, const std::string& pattern) {
+    if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos || item.size() > 9)
+        throw UsageError(fmt::format("--moe-layers '{}': '{}' is not a block index (give all, all-but-first:K, none "
+                                     "or a comma list of block indices)",
+                                     pattern, item));
+    return std::strtoll(item.c_str(), nullptr, 10);
+}
+
+std::vector<bool> parse_moe_layers(const std::string& pattern, int64_t num_layers) {
+    std::vector<bool> blocks;
+    if (pattern.empty() || pattern == "none") return blocks;
+    blocks.assign(static_cast<size_t>(std::max<int64_t>(num_layers, 0)), false);
+    const std::string but_first = "all-but-first:";
+    if (pattern == "all") {
+        blocks.assign(blocks.size(), true);
+    } else if (pattern.rfind(but_first, 0) == 0) {
+        const int64_t k = parse_block_index(pattern.substr(but_first.size()), pattern);
+        if (k >= num_layers)
+            throw UsageError(fmt::format("--moe-layers '{}' names no block: the model has {} blocks", pattern,
+                                         num_layers));
+        for (int64_t i = k; i < num_layers; ++i) blocks[static_cast<size_t>(i)] = true;
+    } else {
+        size_t start = 0;
+        while (true) {
+            const size_t comma = pattern.find(',', start);
+            const std::string item = pattern.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+            const int64_t i = parse_block_index(item, pattern);
+            if (i >= num_layers)
+                throw UsageError(fmt::format("--moe-layers '{}' names block {}, which does not exist: the model has "
+                                             "blocks 0..{}",
+                                             pattern, i, num_layers - 1));
+            if (blocks[static_cast<size_t>(i)])
+                throw UsageError(fmt::format("--moe-layers '{}' names block {} twice", pattern, i));
+            blocks[static_cast<size_t>(i)] = true;
+            if (comma == std::string::npos) break;
+            start = comma + 1;
+        }
+    }
+    return blocks;
+}
+
 }  // namespace
+
+void ModelConfig::resolve_moe_layers() { moe_blocks = parse_moe_layers(moe_layers, num_layers); }
+
+bool ModelConfig::has_moe() const { return std::find(moe_blocks.begin(), moe_blocks.end(), true) != moe_blocks.end(); }
+
+std::string ModelConfig::describe_moe() const {
+    if (!has_moe()) return "none";
+    std::vector<int64_t> list;
+    for (int64_t i = 0; i < static_cast<int64_t>(moe_blocks.size()); ++i)
+        if (moe_blocks[static_cast<size_t>(i)]) list.push_back(i);
+    return fmt::format("blocks {} experts {} topk {} ffn {} shared {} aux_coeff {} renorm {}", fmt::join(list, ","),
+                       moe.num_experts, moe.topk, moe.ffn_hidden_size, moe.shared_ffn_hidden_size, moe.aux_loss_coeff,
+                       moe.topk_renorm);
+}
 
 void ModelConfig::validate() const {
     require_positive(vocab_size, "--vocab-size");
@@ -57,6 +132,10 @@ void ModelConfig::validate() const {
                                      head_dim()));
     if (!(rope_theta > 0)) throw UsageError(fmt::format("--rope-theta must be positive, got {}", rope_theta));
     if (!(norm_eps > 0)) throw UsageError(fmt::format("--norm-epsilon must be positive, got {}", norm_eps));
+    if (parse_moe_layers(moe_layers, num_layers) != moe_blocks)
+        throw UsageError(fmt::format("--moe-layers '{}' was not resolved against --num-layers {}", moe_layers,
+                                     num_layers));
+    if (has_moe()) moe.validate();
 }
 
 ModelConfig model_preset(const std::string& name) {

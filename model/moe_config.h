@@ -1,6 +1,6 @@
 // MoeConfig: the shape of one Mixture-of-Experts feed-forward (../shared/DESIGN.md section 7), with its
-// Megatron-style flag names. Not yet part of ModelConfig: the blocks, flags and presets that choose MoE layers
-// (--moe-layers) come with issue 12's next step.
+// Megatron-style flag names. ModelConfig::moe holds it; ModelConfig::moe_blocks (--moe-layers) says which blocks
+// use it (model/config.h).
 #pragma once
 
 #include <cstdint>

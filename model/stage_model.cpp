@@ -23,12 +23,21 @@ StageModel::StageModel(const ModelConfig& config, const StageSpec& spec) : confi
 
 namespace {
 
+// The stage's MoE blocks (constant time for a dense model, whose moe_blocks is empty: the partition asks often).
+int64_t moe_block_count(const ModelConfig& config, const StageSpec& spec) {
+    if (config.moe_blocks.empty()) return 0;
+    int64_t n = 0;
+    for (int64_t i = spec.first_block; i < spec.end_block; ++i) n += config.is_moe_block(i) ? 1 : 0;
+    return n;
+}
+
 bool is_residual_projection(const std::string& name) {
     auto ends_with = [&](const char* suffix) {
         std::string s(suffix);
         return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
     };
-    return ends_with("attn.wo") || ends_with("mlp.w_down");
+    // mlp.w_down, and in an MoE block each expert's and the shared expert's w_down.
+    return ends_with("attn.wo") || ends_with(".w_down");
 }
 
 }  // namespace
@@ -53,9 +62,12 @@ TensorSet StageModel::init_weights(uint64_t seed) const {
 
 int64_t stage_param_count(const ModelConfig& config, const StageSpec& spec) {
     const int64_t d = config.hidden_size, f = config.ffn_hidden_size, kv = config.kv_dim();
-    const int64_t per_block = 2 * d + 2 * d * d + 2 * kv * d + 3 * d * f;
+    const int64_t attention = 2 * d + 2 * d * d + 2 * kv * d;
+    const MoeConfig& m = config.moe;
+    const int64_t moe_mlp = m.num_experts * d + 3 * d * (m.num_experts * m.ffn_hidden_size + m.shared_ffn_hidden_size);
     const int64_t embedding = config.vocab_size * d;
-    int64_t n = spec.num_blocks() * per_block;
+    const int64_t moe = moe_block_count(config, spec);
+    int64_t n = spec.num_blocks() * attention + moe * moe_mlp + (spec.num_blocks() - moe) * 3 * d * f;
     if (spec.has_embedding) n += embedding;
     if (spec.has_head) {
         n += d;  // final norm
@@ -70,9 +82,18 @@ int64_t stage_activation_bytes(const ModelConfig& config, const StageSpec& spec,
     const int64_t d = config.hidden_size, f = config.ffn_hidden_size, kv = config.kv_dim();
     // Per block: x, h1, q, attn, x1, h2 (6 d), k, v (2 kv), gate, up, act (3 f), lse (H), rstd1, rstd2 (2).
     const int64_t per_block = rows * (6 * d + 2 * kv + 3 * f + config.num_heads + 2);
+    // An MoE block keeps the attention half's and h2 (the dense gate, up, act excepted), and the MoE's: h (d),
+    // probs (E), top-k experts and gates (2 k), the permutation both ways (2 k), offsets (E+1), per pair xp and
+    // the expert output (2 d) and gate, up, act (3 f); the shared expert's gate, up, act (3 fs).
+    const MoeConfig& m = config.moe;
+    const int64_t pairs = rows * m.topk;
+    const int64_t per_moe_block = rows * (6 * d + 2 * kv + config.num_heads + 2) + rows * (d + m.num_experts + 4 * m.topk) +
+                                  (m.num_experts + 1) + pairs * (2 * d + 3 * m.ffn_hidden_size) +
+                                  rows * 3 * m.shared_ffn_hidden_size;
     // Head: x, h (2 d), logits (V), lse, rstd (2).
     const int64_t head = rows * (2 * d + config.vocab_size + 2);
-    int64_t floats = spec.num_blocks() * per_block + (spec.has_head ? head : 0);
+    const int64_t moe = moe_block_count(config, spec);
+    const int64_t floats = (spec.num_blocks() - moe) * per_block + moe * per_moe_block + (spec.has_head ? head : 0);
     return floats * 4;
 }
 

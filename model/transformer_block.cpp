@@ -6,11 +6,17 @@
 //   x1 = x + a Wo^T
 //   h2 = rmsnorm(x1) * g_mlp
 //   x2 = x1 + (silu(h2 Wg^T) * (h2 Wu^T)) Wd^T
+//
+// In a block that ModelConfig::moe_blocks marks, the MLP is an MoeFeedForward (model/moe_layer.h) under
+// "layers.<i>.moe": x2 = x1 + moe(h2). Its aux loss joins the microbatch's objective (d objective / d L_aux = 1,
+// as the LM loss's) through backward only; the loss a run reports stays the LM loss.
 #include <cmath>
+#include <memory>
 
 #include <fmt/format.h>
 
 #include "model/layer.h"
+#include "model/moe_layer.h"
 
 namespace nb {
 
@@ -26,10 +32,11 @@ namespace {
 enum Saved { kX, kRstd1, kH1, kQ, kK, kV, kAttn, kLse, kX1, kRstd2, kH2, kGate, kUp, kAct, kCount };
 
 struct BlockParams {
-    int attn_norm, wq, wk, wv, wo, mlp_norm, w_gate, w_up, w_down;
+    int attn_norm, wq, wk, wv, wo, mlp_norm, w_gate = -1, w_up = -1, w_down = -1;
 };
 
-BlockParams register_block_params(const ModelConfig& c, int64_t i, ParamLayout& layout) {
+// The dense MLP's matrices are registered only in a dense block; an MoE block's follow mlp_norm (its caller adds).
+BlockParams register_block_params(const ModelConfig& c, int64_t i, bool dense_mlp, ParamLayout& layout) {
     auto name = [i](const char* leaf) { return fmt::format("layers.{}.{}", i, leaf); };
     const int64_t d = c.hidden_size, f = c.ffn_hidden_size, kv = c.kv_dim();
     BlockParams p{};
@@ -39,6 +46,7 @@ BlockParams register_block_params(const ModelConfig& c, int64_t i, ParamLayout& 
     p.wv = layout.add({name("attn.wv"), {kv, d}, ParamKind::hidden_matrix});
     p.wo = layout.add({name("attn.wo"), {d, d}, ParamKind::hidden_matrix});
     p.mlp_norm = layout.add({name("mlp_norm.weight"), {d}, ParamKind::norm_gain});
+    if (!dense_mlp) return p;
     p.w_gate = layout.add({name("mlp.w_gate"), {f, d}, ParamKind::hidden_matrix});
     p.w_up = layout.add({name("mlp.w_up"), {f, d}, ParamKind::hidden_matrix});
     p.w_down = layout.add({name("mlp.w_down"), {d, f}, ParamKind::hidden_matrix});
@@ -48,7 +56,13 @@ BlockParams register_block_params(const ModelConfig& c, int64_t i, ParamLayout& 
 class TransformerBlock final : public Layer {
 public:
     TransformerBlock(const ModelConfig& config, int64_t index, ParamLayout& layout)
-        : c_(config), index_(index), p_(register_block_params(config, index, layout)) {}
+        : c_(config),
+          index_(index),
+          p_(register_block_params(config, index, !config.is_moe_block(index), layout)),
+          moe_(config.is_moe_block(index) ? std::make_unique<MoeFeedForward>(
+                                                config.hidden_size, config.moe, fmt::format("layers.{}.moe", index),
+                                                layout)
+                                          : nullptr) {}
 
     std::string name() const override { return fmt::format("block.{}", index_); }
 
@@ -85,6 +99,14 @@ public:
         Tensor rstd2 = ops.f32_output({N});
         Tensor h2 = ops.output({N, d});
         ops.rmsnorm_forward(h2, rstd2, x1, w[p_.mlp_norm], eps);
+        if (moe_) {
+            // The block's own tensors first (up to kH2), the MoE's appended after them from kGate on.
+            if (stash) stash->saved = {x, rstd1, h1, q, k, v4, attn, lse, x1, rstd2, h2};
+            const MoeOutput m = moe_->forward(ctx, h2, Tensor{}, stash);
+            Tensor x2 = ops.copy_of(x1);
+            ops.add_inplace(x2, m.out);
+            return x2;
+        }
         Tensor gate = ops.output({N, f}), up = ops.output({N, f}), act = ops.output({N, f});
         ops.linear_forward(gate, h2, w[p_.w_gate]);
         ops.linear_forward(up, h2, w[p_.w_up]);
@@ -103,13 +125,16 @@ public:
         const TensorSet& w = ctx.weights;
         TensorSet& g = *ctx.grads;
         const auto& s = stash.saved;
-        const int64_t B = ctx.batch.batch_size, T = ctx.batch.seq_len, N = B * T;
-        const int64_t d = c_.hidden_size, f = c_.ffn_hidden_size, H = c_.num_heads, KV = c_.num_kv_heads;
-        const int64_t hd = c_.head_dim();
-        const float theta = static_cast<float>(c_.rope_theta);
+        const int64_t N = ctx.batch.rows();
+        const int64_t d = c_.hidden_size, f = c_.ffn_hidden_size;
 
         // MLP half: x2 = x1 + mlp(x1), so dx1 = dout + d mlp/dx1.
         Tensor dx1 = ops.copy_of(dout);
+        if (moe_) {
+            const Tensor dh2 = moe_->backward(ctx, dout, 1.0f, stash, kGate);
+            ops.rmsnorm_backward(dx1, g[p_.mlp_norm], dh2, s[kX1], w[p_.mlp_norm], s[kRstd2]);
+            return attention_backward(ctx, dx1, stash);
+        }
         Tensor dact = ops.activation({N, f});
         ops.linear_backward(dact, g[p_.w_down], dout, s[kAct], w[p_.w_down]);
         Tensor dgate = ops.activation({N, f}), dup = ops.activation({N, f});
@@ -118,8 +143,20 @@ public:
         ops.linear_backward(dh2, g[p_.w_gate], dgate, s[kH2], w[p_.w_gate]);
         ops.linear_backward(dh2, g[p_.w_up], dup, s[kH2], w[p_.w_up]);
         ops.rmsnorm_backward(dx1, g[p_.mlp_norm], dh2, s[kX1], w[p_.mlp_norm], s[kRstd2]);
+        return attention_backward(ctx, dx1, stash);
+    }
 
-        // Attention half: x1 = x + attn(x), so dx = dx1 + d attn/dx.
+private:
+    // Attention half: x1 = x + attn(x), so dx = dx1 + d attn/dx.
+    Tensor attention_backward(const LayerContext& ctx, const Tensor& dx1, const Stash& stash) const {
+        Ops& ops = ctx.ops;
+        const TensorSet& w = ctx.weights;
+        TensorSet& g = *ctx.grads;
+        const auto& s = stash.saved;
+        const int64_t B = ctx.batch.batch_size, T = ctx.batch.seq_len, N = B * T;
+        const int64_t d = c_.hidden_size, H = c_.num_heads, KV = c_.num_kv_heads;
+        const int64_t hd = c_.head_dim();
+        const float theta = static_cast<float>(c_.rope_theta);
         Tensor dx = ops.copy_of(dx1);
         Tensor dattn = ops.activation({B, T, H, hd});
         Tensor dattn2 = dattn.reshaped({N, d});
@@ -138,10 +175,10 @@ public:
         return dx;
     }
 
-private:
     ModelConfig c_;
     int64_t index_;
     BlockParams p_;
+    std::unique_ptr<MoeFeedForward> moe_;  // null in a dense block
 };
 
 }  // namespace

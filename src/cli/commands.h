@@ -2,6 +2,8 @@
 #pragma once
 
 #include <functional>
+#include <limits>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -16,6 +18,12 @@ struct ModelFlags {
             num_kv_heads = -1;
     double rope_theta = -1, norm_eps = -1;
     bool untie = false, tie = false;
+    // MoE (Megatron's names); -1 / NaN / "" = not given.
+    int64_t num_experts = -1, moe_topk = -1, moe_ffn_hidden_size = -1, moe_shared_ffn_hidden_size = -1;
+    double moe_aux_loss_coeff = std::numeric_limits<double>::quiet_NaN();
+    double moe_bias_update_rate = std::numeric_limits<double>::quiet_NaN();
+    bool moe_topk_renorm = false, moe_expert_bias = false;
+    std::string moe_layers;
 };
 void add_model_flags(CLI::App& app, ModelFlags& flags);
 ModelConfig resolve_model(const ModelFlags& flags);  // preset + overrides, validated

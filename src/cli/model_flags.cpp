@@ -1,3 +1,5 @@
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "src/cli/commands.h"
@@ -18,6 +20,20 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
     app.add_option("--norm-epsilon", f.norm_eps, "Override the RMSNorm epsilon");
     app.add_flag("--untie-embeddings-and-output-weights", f.untie, "Give the LM head its own matrix");
     app.add_flag("--tie-embeddings", f.tie, "Share the embedding matrix with the LM head");
+    // Mixture of Experts (DESIGN.md section 7).
+    app.add_option("--moe-layers", f.moe_layers,
+                   "Blocks whose MLP is an MoE feed-forward: all, all-but-first:K, none, or a comma list of indices");
+    app.add_option("--num-experts", f.num_experts, "Routed experts per MoE block");
+    app.add_option("--moe-router-topk", f.moe_topk, "Experts each token is routed to (1..8, at most --num-experts)");
+    app.add_option("--moe-ffn-hidden-size", f.moe_ffn_hidden_size, "Each routed expert's SwiGLU inner size");
+    app.add_option("--moe-shared-expert-ffn-hidden-size", f.moe_shared_ffn_hidden_size,
+                   "The shared expert's SwiGLU inner size (0: no shared expert)");
+    app.add_option("--moe-aux-loss-coeff", f.moe_aux_loss_coeff, "Switch/GShard load-balancing loss coefficient");
+    app.add_flag("--moe-router-topk-renorm", f.moe_topk_renorm, "Renormalise the k gates to sum to 1");
+    app.add_flag("--moe-router-enable-expert-bias", f.moe_expert_bias,
+                 "Aux-loss-free balancing by an expert bias (not built yet: refused)");
+    app.add_option("--moe-router-bias-update-rate", f.moe_bias_update_rate,
+                   "Expert bias update rate (not built yet: refused)");
 }
 
 ModelConfig resolve_model(const ModelFlags& f) {
@@ -38,6 +54,32 @@ ModelConfig resolve_model(const ModelFlags& f) {
         throw UsageError("--tie-embeddings and --untie-embeddings-and-output-weights contradict each other");
     if (f.tie) c.tie_embeddings = true;
     if (f.untie) c.tie_embeddings = false;
+
+    if (f.moe_expert_bias || !std::isnan(f.moe_bias_update_rate))
+        throw UsageError(fmt::format("{}: the expert bias (aux-loss-free balancing) is not built yet",
+                                     f.moe_expert_bias ? "--moe-router-enable-expert-bias"
+                                                       : "--moe-router-bias-update-rate"));
+    if (!f.moe_layers.empty()) c.moe_layers = f.moe_layers == "none" ? "" : f.moe_layers;
+    set(c.moe.num_experts, f.num_experts);
+    set(c.moe.topk, f.moe_topk);
+    set(c.moe.ffn_hidden_size, f.moe_ffn_hidden_size);
+    set(c.moe.shared_ffn_hidden_size, f.moe_shared_ffn_hidden_size);
+    if (!std::isnan(f.moe_aux_loss_coeff)) c.moe.aux_loss_coeff = f.moe_aux_loss_coeff;
+    if (f.moe_topk_renorm) c.moe.topk_renorm = true;
+    c.resolve_moe_layers();
+    if (!c.has_moe()) {
+        const char* given = f.num_experts != -1                 ? "--num-experts"
+                            : f.moe_topk != -1                  ? "--moe-router-topk"
+                            : f.moe_ffn_hidden_size != -1       ? "--moe-ffn-hidden-size"
+                            : f.moe_shared_ffn_hidden_size != -1 ? "--moe-shared-expert-ffn-hidden-size"
+                            : !std::isnan(f.moe_aux_loss_coeff) ? "--moe-aux-loss-coeff"
+                            : f.moe_topk_renorm                 ? "--moe-router-topk-renorm"
+                                                                : nullptr;
+        if (given)
+            throw UsageError(fmt::format("{} needs MoE layers: this model has none (give --moe-layers all, "
+                                         "all-but-first:K or a list of block indices)",
+                                         given));
+    }
     c.validate();
     return c;
 }

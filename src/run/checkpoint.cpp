@@ -32,6 +32,7 @@ Identity identity_of(const TrainOptions& o) {
         {"model.rope_theta", fmt::format("{}", m.rope_theta)},
         {"model.norm_eps", fmt::format("{}", m.norm_eps)},
         {"model.tie_embeddings", fmt::format("{}", m.tie_embeddings)},
+        {"model.moe", m.describe_moe()},
         {"update_rule", o.describe_update_rule()},
         {"taylor_lambda", fmt::format("{}", o.delay_fix.taylor_lambda)},
         {"schedule", std::string(schedule_kind_name(o.schedule))},

@@ -86,7 +86,7 @@ TEST_CASE("preset parameter counts match the published sizes") {
 
 TEST_CASE("stage parameter counts agree with the stage layouts") {
     // Including a tied last stage without the embedding, which holds its own copy of the matrix.
-    for (const char* preset : {"tiny", "small", "smollm-135m", "smollm-360m"}) {
+    for (const char* preset : {"tiny", "tiny-moe", "small", "smollm-135m", "smollm-360m"}) {
         for (bool flip_tie : {false, true}) {
             ModelConfig c = model_preset(preset);
             if (flip_tie) c.tie_embeddings = !c.tie_embeddings;
@@ -111,8 +111,10 @@ TEST_CASE("stage parameter counts agree with the stage layouts") {
 TEST_CASE("stage_activation_bytes equals the bytes the layers actually stash") {
     CpuOps ops;
     std::mt19937 rng(7);
-    for (bool tied : {false, true}) {
-        const ModelConfig c = tied ? tied_tiny() : model_preset("tiny");
+    // tiny, tied tiny, and tiny-moe (blocks 1..3 MoE: the stages below mix dense and MoE blocks).
+    for (int variant : {0, 1, 2}) {
+        const bool tied = variant == 1;
+        const ModelConfig c = variant == 2 ? model_preset("tiny-moe") : tied ? tied_tiny() : model_preset("tiny");
         const int64_t B = 2, T = 24;
         Microbatch mb;
         mb.batch_size = B;
@@ -125,7 +127,7 @@ TEST_CASE("stage_activation_bytes equals the bytes the layers actually stash") {
                                               {1, 3, false, false},
                                               {4, 4, false, true}};
         for (const StageSpec& spec : specs) {
-            CAPTURE(tied);
+            CAPTURE(variant);
             CAPTURE(spec.first_block);
             CAPTURE(spec.end_block);
             const StageModel model(c, spec);
@@ -240,7 +242,7 @@ TEST_CASE("the canonical parameter order") {
 }
 
 TEST_CASE("partition_model covers every block contiguously, one or more per stage") {
-    for (const char* preset : {"tiny", "small", "smollm-135m", "smollm-360m"}) {
+    for (const char* preset : {"tiny", "tiny-moe", "small", "smollm-135m", "smollm-360m"}) {
         const ModelConfig c = model_preset(preset);
         for (int P = 1; P <= c.num_layers; ++P) {
             CAPTURE(preset);
