@@ -8,16 +8,6 @@
 
 namespace nb {
 
-namespace {
-
-// The first iteration after `first` at which --exit-interval stops the run, or T.
-int64_t end_of_run(const TrainOptions& o, int64_t first) {
-    if (o.exit_interval <= 0) return o.train_iters;
-    return std::min(o.train_iters, (first / o.exit_interval + 1) * o.exit_interval);
-}
-
-}  // namespace
-
 PipelineSetup make_pipeline_setup(const RunPlan& plan, int64_t first_iteration) {
     PipelineSetup setup;
     setup.options = plan.options;
@@ -25,7 +15,7 @@ PipelineSetup make_pipeline_setup(const RunPlan& plan, int64_t first_iteration) 
     setup.cut = plan.cut;
     setup.plans = build_schedule(setup.spec);
     setup.first_iteration = first_iteration;
-    setup.end_iteration = end_of_run(plan.options, first_iteration);
+    setup.end_iteration = end_iteration(plan.options, first_iteration);
     for (StagePlan& stage_plan : setup.plans)
         std::erase_if(stage_plan, [&](const Action& a) { return setup.iteration_of_step(a.step) < first_iteration; });
     for (const StageSpec& spec : setup.cut) setup.layouts.push_back(StageModel(plan.options.model, spec).layout());
@@ -33,10 +23,7 @@ PipelineSetup make_pipeline_setup(const RunPlan& plan, int64_t first_iteration) 
 }
 
 bool PipelineSetup::saves_after(int64_t iteration) const {
-    const TrainOptions& o = options;
-    if (o.save_dir.empty()) return false;
-    const int64_t done = iteration + 1;
-    return done % o.save_interval == 0 || done == o.train_iters || done == end_iteration;
+    return checkpoint_due(options, iteration + 1, end_iteration);
 }
 
 std::vector<int64_t> PipelineSetup::param_tensor_counts() const {

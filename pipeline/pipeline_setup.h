@@ -24,8 +24,8 @@ struct PipelineSetup {
     int64_t first_iteration = 0;
     int64_t end_iteration = 0;
 
-    // With --save: a checkpoint after iteration `iteration` (0-based) when iteration + 1 is a multiple of
-    // --save-interval or the run's last (also the last of an early stop: the runner adds that one).
+    // A checkpoint after iteration `iteration` (0-based): checkpoint_due (src/plan/run_plan.h) of iteration + 1
+    // in this run (a stop the stages agree on while running adds one more: the runner's).
     bool saves_after(int64_t iteration) const;
 
     // Parameter tensors per stage (what each contributes to a gather of per-parameter sums).

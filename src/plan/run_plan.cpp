@@ -1,5 +1,7 @@
 #include "src/plan/run_plan.h"
 
+#include <algorithm>
+
 #include <cmath>
 
 #include <fmt/format.h>
@@ -116,6 +118,16 @@ RunPlan make_run_plan(const TrainOptions& o) {
     check_fault_flags(o);
     check_watchdog(o);
     return plan;
+}
+
+int64_t end_iteration(const TrainOptions& o, int64_t first) {
+    if (o.exit_interval <= 0) return o.train_iters;
+    return std::min(o.train_iters, (first / o.exit_interval + 1) * o.exit_interval);
+}
+
+bool checkpoint_due(const TrainOptions& o, int64_t done, int64_t end) {
+    if (o.save_dir.empty()) return false;
+    return done % o.save_interval == 0 || done == o.train_iters || done == end;
 }
 
 }  // namespace nb

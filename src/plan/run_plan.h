@@ -31,4 +31,13 @@ struct RunPlan {
 // the test-only fault flags.
 RunPlan make_run_plan(const TrainOptions& options);
 
+// Checkpoints and stops, counted in iterations (the t of DIR/step_<t>; DESIGN section 8), the one rule every
+// loop follows:
+//   end_iteration    a run that starts after `first` iterations ends at T, or earlier at the next multiple of
+//                    --exit-interval
+//   checkpoint_due   with --save, a checkpoint after `done` iterations when `done` is a multiple of
+//                    --save-interval, the run's last (T), or where it ends early (`end`); never without --save
+int64_t end_iteration(const TrainOptions& options, int64_t first);
+bool checkpoint_due(const TrainOptions& options, int64_t done, int64_t end);
+
 }  // namespace nb

@@ -329,7 +329,7 @@ ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
                device_name(backend->device()), data->train->num_windows(), o.tokens_per_iter(), steps,
                o.describe_update_rule());
 
-    int64_t first = 0, end = o.train_iters;
+    int64_t first = 0;
     if (!o.load_path.empty()) {
         const ResumePoint resume = read_resume_point(o);
         run.restore(resume);
@@ -337,7 +337,7 @@ ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
         first = resume.saved.step;
         print_resumed(resume, o.stages, log);
     }
-    if (o.exit_interval > 0) end = std::min(end, (first / o.exit_interval + 1) * o.exit_interval);
+    const int64_t end = end_iteration(o, first);
     for (int64_t t = first; t < end; ++t) {
         const auto t0 = Clock::now();
         const StepResult r = run.run_iteration(t, *data->train);
@@ -348,8 +348,7 @@ ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
         if (data->val && evaluation_due(o, t)) report.val_loss = run.validation_loss(*data->val);
         run_log.iteration(report);
         const int64_t done = t + 1;
-        if (!o.save_dir.empty() && (done % o.save_interval == 0 || done == o.train_iters || done == end))
-            run.save(done, data->train->position(), log);
+        if (checkpoint_due(o, done, end)) run.save(done, data->train->position(), log);
     }
     ReferenceSummary summary{run_log.summary(end * steps / o.train_iters, weights_hash(run.stages())),
                              optimizer_hash(run.stages()), {}};

@@ -74,7 +74,8 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
     if (!o.save_dir.empty()) install_stop_signal_handlers();
 
     int64_t steps_run = first_step;
-    for (int64_t step = first_step; step < o.train_iters; ++step) {
+    const int64_t end = end_iteration(o, first_step);
+    for (int64_t step = first_step; step < end; ++step) {
         if (step == o.signal_at_step) record_stop_signal(SIGTERM);
         const auto t0 = Clock::now();
         grads.zero();
@@ -98,12 +99,13 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
             });
         run_log.iteration(report);
         steps_run = step + 1;
-        const bool signalled = stop_signal_received() != 0;
-        const bool exits = (o.exit_interval > 0 && steps_run % o.exit_interval == 0) || signalled;
-        if (!o.save_dir.empty() && (steps_run % o.save_interval == 0 || steps_run == o.train_iters || exits))
+        const bool signalled = stop_signal_received() != 0;  // with --save only (the handlers' condition)
+        if (checkpoint_due(o, steps_run, end) || (signalled && !o.save_dir.empty()))
             save_one_stage(o, steps_run, stage, data->train->position(), log);
-        if (signalled) print_stopped_by_signal(log, stop_signal_received(), steps_run);
-        if (exits && steps_run < o.train_iters) break;
+        if (signalled) {
+            print_stopped_by_signal(log, stop_signal_received(), steps_run);
+            break;
+        }
     }
     return run_log.summary(steps_run, weights_sha256(weights.to(Device::cpu)));
 }
