@@ -364,7 +364,7 @@ bool StageRunner::vote(const StageTask& task) {
 // then its size and sha256 to stage 0 (src/run/progress_collector.h writes the manifest once all have come).
 void StageRunner::save(const StageTask& task) {
     const int64_t step = task.iteration + 1;
-    if (!setup_.saves_after(task.iteration) && step != vote_.stop_iteration()) return;
+    if (!setup_.saves_after(task.iteration) && !vote_.ends_early_after(task.iteration)) return;
     const std::string dir = make_step_dir(o_.save_dir, step);
     const TensorFilePieces file = stage_state_pieces(state_, versions_.older_versions());
     if (kill_asked(KillPoint::checkpoint) && setup_.iteration_of_step(o_.kill_at_step) <= task.iteration)

@@ -35,6 +35,8 @@ public:
     // The first iteration that does not run: `end`, or the agreed stop.
     int64_t stop_iteration() const { return stop_; }
     bool stopped_early() const { return stopped_early_; }
+    // `iteration` is the last of an agreed early stop (the stages save there whatever --save-interval says).
+    bool ends_early_after(int64_t iteration) const { return stopped_early_ && iteration + 1 == stop_; }
     int stop_signal() const { return stop_signal_; }  // the signal of the first stage that asked, once stopped
     // The iterations known to run so far: [first, open_until()]. A stage posts receives only up to it.
     int64_t open_until() const;

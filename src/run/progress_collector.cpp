@@ -88,21 +88,20 @@ bool ProgressCollector::poll() {
 
 // The receives of the stages' checkpoint reports, for every save iteration known to run (and the stop's).
 void ProgressCollector::post_checkpoint_receives() {
-    const int64_t stop = vote_.stop_iteration();
     for (; checkpoints_posted_until_ <= vote_.open_until(); ++checkpoints_posted_until_) {
         const int64_t t = checkpoints_posted_until_;
-        if (!setup_.saves_after(t) && t + 1 != stop) continue;
-        checkpoints_[t + 1].resize(static_cast<size_t>(setup_.num_stages()));
-        for (int s = 0; s < setup_.num_stages(); ++s)
-            transport_.post_recv_values(s, {Channel::checkpoint, t + 1}, CheckpointReport::kValues);
+        if (setup_.saves_after(t) || vote_.ends_early_after(t)) expect_checkpoint(t + 1);
     }
-    // An early stop after an iteration whose receives are posted already and which was no save point.
-    if (vote_.stopped_early() && !setup_.options.save_dir.empty() && !checkpoints_.contains(stop) &&
-        stop > completed_checkpoint_) {
-        checkpoints_[stop].resize(static_cast<size_t>(setup_.num_stages()));
-        for (int s = 0; s < setup_.num_stages(); ++s)
-            transport_.post_recv_values(s, {Channel::checkpoint, stop}, CheckpointReport::kValues);
-    }
+    // An agreed stop after an iteration the loop above had passed already as no save point.
+    const int64_t stop = vote_.stop_iteration();
+    if (vote_.ends_early_after(stop - 1) && !checkpoints_.contains(stop) && stop > completed_checkpoint_)
+        expect_checkpoint(stop);
+}
+
+void ProgressCollector::expect_checkpoint(int64_t step) {
+    checkpoints_[step].resize(static_cast<size_t>(setup_.num_stages()));
+    for (int s = 0; s < setup_.num_stages(); ++s)
+        transport_.post_recv_values(s, {Channel::checkpoint, step}, CheckpointReport::kValues);
 }
 
 bool ProgressCollector::take_checkpoints() {

@@ -63,6 +63,7 @@ private:
     bool take_reports();
     void print_iteration(int64_t t, const std::vector<StageReport>& reports);
     void post_checkpoint_receives();
+    void expect_checkpoint(int64_t step);  // posts the receive of every stage's report on its file of `step`
     bool take_checkpoints();
     void complete(int64_t step, std::vector<std::optional<CheckpointReport>>& reports);
     bool checkpoints_done() const;
