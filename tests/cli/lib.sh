@@ -97,6 +97,16 @@ val_of() { grep '^final val_loss ' "$1"; }
 opt_of() { grep '^final optimizer state sha256 ' "$1" | awk '{print $5}'; }
 versions_of() { grep '^weight versions held at most' "$1"; }
 
+# same_state NAME WANT_LOG GOT_LOG: the final weights and optimizer state hashes agree (a resumed run against the
+# uninterrupted one: test_pipeline_resume.sh, test_signals.sh, test_fault_matrix.sh).
+same_state() {
+  local h o
+  h=$(hash_of "$2"); o=$(opt_of "$2")
+  if [[ "$h" =~ ^[0-9a-f]{64}$ ]] && [[ "$o" =~ ^[0-9a-f]{64}$ ]] && [ "$(hash_of "$3")" = "$h" ] \
+     && [ "$(opt_of "$3")" = "$o" ]; then pass "$1"
+  else fail "$1: want $h / $o, got $(hash_of "$3") / $(opt_of "$3")"; fi
+}
+
 # equal NAME WANT_LOG GOT_LOG: weights hash, optimizer state hash, validation loss and versions line agree.
 equal() {
   local name=$1 want=$2 got=$3 h o

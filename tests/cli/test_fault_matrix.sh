@@ -20,14 +20,6 @@ FLAGS=(--data "$WORK/corpus.txt" "${TINY_FLAGS[@]}" --num-layers 3 --untie-embed
        --delay-fix ef)
 run_logged 120 full "$NB" reference "${FLAGS[@]}" --stages 3
 
-same_state() {
-  local h o
-  h=$(hash_of "$2"); o=$(opt_of "$2")
-  if [[ "$h" =~ ^[0-9a-f]{64}$ ]] && [[ "$o" =~ ^[0-9a-f]{64}$ ]] && [ "$(hash_of "$3")" = "$h" ] \
-     && [ "$(opt_of "$3")" = "$o" ]; then pass "$1"
-  else fail "$1: want $h / $o, got $(hash_of "$3") / $(opt_of "$3")"; fi
-}
-
 # The newest step directory under $1 that has a manifest (what --load DIR takes).
 newest_complete() { ls -d "$1"/step_*/manifest.json 2>/dev/null | sed 's|.*/step_\([0-9]*\)/manifest.json|\1|' | sort -n | tail -n 1; }
 

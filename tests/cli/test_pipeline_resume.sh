@@ -16,14 +16,6 @@ make_corpus "$WORK/corpus.txt"
 FLAGS=(--data "$WORK/corpus.txt" "${TINY_FLAGS[@]}" --num-layers 3 --untie-embeddings-and-output-weights
        --train-iters 8 --lr-warmup-iters 3 --log-interval 4)
 
-# same_state NAME WANT_LOG GOT_LOG: the final weights and optimizer state hashes agree.
-same_state() {
-  local h o
-  h=$(hash_of "$2"); o=$(opt_of "$2")
-  if [[ "$h" =~ ^[0-9a-f]{64}$ ]] && [[ "$o" =~ ^[0-9a-f]{64}$ ]] && [ "$(hash_of "$3")" = "$h" ] \
-     && [ "$(opt_of "$3")" = "$o" ]; then pass "$1"
-  else fail "$1: want $h / $o, got $(hash_of "$3") / $(opt_of "$3")"; fi
-}
 # shas DIR: the stage files' sha256s in a manifest.
 shas() { grep -o '"sha256": "[0-9a-f]*"' "$1/manifest.json" | tr '\n' ' '; }
 

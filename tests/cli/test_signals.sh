@@ -13,14 +13,6 @@ make_corpus "$WORK/corpus.txt"
 FLAGS=(--data "$WORK/corpus.txt" "${TINY_FLAGS[@]}" --num-layers 3 --untie-embeddings-and-output-weights
        --lr-warmup-iters 3 --log-interval 1 --schedule 2bw --num-microbatches 3 --optimizer muon --delay-fix ef)
 
-same_state() {
-  local h o
-  h=$(hash_of "$2"); o=$(opt_of "$2")
-  if [[ "$h" =~ ^[0-9a-f]{64}$ ]] && [[ "$o" =~ ^[0-9a-f]{64}$ ]] && [ "$(hash_of "$3")" = "$h" ] \
-     && [ "$(opt_of "$3")" = "$o" ]; then pass "$1"
-  else fail "$1: want $h / $o, got $(hash_of "$3") / $(opt_of "$3")"; fi
-}
-
 # Injected, in one process: the stop is agreed within max(P, 2) iterations of the step the signal came in.
 S=(--train-iters 12 --stages 3)
 run_logged 120 full12 "$NB" reference "${FLAGS[@]}" "${S[@]}"
