@@ -8,7 +8,7 @@
 #include <fstream>
 #include <thread>
 
-#include <fmt/format.h>
+#include "src/core/atomic_file.h"
 
 namespace nb {
 
@@ -27,7 +27,7 @@ void die_by_sigkill() {
 }
 
 void die_writing_half(const std::string& path, std::string_view bytes) {
-    std::ofstream out(fmt::format("{}.tmp.{}", path, ::getpid()), std::ios::binary);
+    std::ofstream out(temporary_path_of(path), std::ios::binary);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
     out.flush();
     die_by_sigkill();

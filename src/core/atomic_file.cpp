@@ -39,12 +39,14 @@ void sync_directory(const std::string& dir) {
     if (rc != 0) fail("cannot fsync directory", dir);
 }
 
+std::string temporary_path_of(const std::string& path) { return fmt::format("{}.tmp.{}", path, ::getpid()); }
+
 void write_file_atomically(const std::string& path, std::string_view bytes) {
     write_file_atomically(path, std::vector<std::string_view>{bytes});
 }
 
 void write_file_atomically(const std::string& path, const std::vector<std::string_view>& pieces) {
-    const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+    const std::string tmp = temporary_path_of(path);
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) fail("cannot create", tmp);
     try {

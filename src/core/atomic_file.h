@@ -16,6 +16,9 @@ void write_file_atomically(const std::string& path, std::string_view bytes);
 // The same for a file given as pieces, written one after the other (a checkpoint's tensors, where they lie).
 void write_file_atomically(const std::string& path, const std::vector<std::string_view>& pieces);
 
+// The temporary name write_file_atomically writes `path` under in this process ("PATH.tmp.<pid>").
+std::string temporary_path_of(const std::string& path);
+
 // All of `bytes` to the open file `fd`, through short writes and EINTR; nb::RuntimeError naming `path`.
 void write_all(int fd, std::string_view bytes, const std::string& path);
 

@@ -46,7 +46,7 @@ Identity identity_of(const TrainOptions& o) {
     };
     // The LR schedule as it runs (defaults resolved against the optimizer steps): a resume under another one would
     // not continue the saved run (Megatron refuses it too, unless told to override).
-    const int64_t steps = o.train_iters * (o.schedule == ScheduleKind::pipedream ? o.num_microbatches : 1);
+    const int64_t steps = ScheduleSpec{o.schedule, o.stages, o.num_microbatches, o.train_iters}.optimizer_steps();
     const LrScheduleConfig lr = LrSchedule(o.lr, steps).config();
     id.emplace_back("lr_schedule", fmt::format("{} lr {} min_lr {} warmup {} decay {} wsd_decay {}",
                                                lr_decay_style_name(lr.decay_style), lr.lr, lr.min_lr, lr.warmup_iters,
