@@ -21,6 +21,8 @@
 
 namespace nb {
 
+class MoeObserver;  // model/moe_load.h
+
 struct Microbatch {
     Tensor tokens;   // i32 [batch_size * seq_len], on the backend's device
     Tensor targets;  // i32 [batch_size * seq_len], on the backend's device
@@ -41,6 +43,7 @@ struct LayerContext {
     const TensorSet& weights;  // the compute copy (activation dtype; the f32 master itself on the CPU)
     TensorSet* grads;  // null for forward-only (evaluation)
     const Microbatch& batch;
+    MoeObserver* moe = nullptr;  // told about each MoE dispatch (model/moe_load.h); null: nobody asks
 };
 
 class Layer {

@@ -38,9 +38,9 @@ Tensor loss_gradient(float dloss) {
 }
 
 float forward_backward(Ops& ops, const StageModel& model, const TensorSet& weights, TensorSet& grads,
-                       const Microbatch& batch, float dloss) {
+                       const Microbatch& batch, float dloss, MoeObserver* moe) {
     require_whole_model(model);
-    LayerContext ctx{ops, weights, &grads, batch};
+    LayerContext ctx{ops, weights, &grads, batch, moe};
     std::vector<Stash> stashes;
     const float loss = stage_forward(model, ctx, Tensor{}, &stashes).f32()[0];
     stage_backward(model, ctx, loss_gradient(dloss), stashes);

@@ -25,9 +25,10 @@ Tensor stage_backward(const StageModel& model, const LayerContext& ctx, Tensor d
 Tensor loss_gradient(float dloss = 1.0f);
 
 // Forward and backward through every layer; parameter gradients accumulate into `grads`.
-// Returns the microbatch's mean loss. `dloss` scales the objective (1 for a plain sum over microbatches).
+// Returns the microbatch's mean loss. `dloss` scales the objective (1 for a plain sum over microbatches). `moe`,
+// when given, is told about every MoE dispatch (model/moe_load.h).
 float forward_backward(Ops& ops, const StageModel& model, const TensorSet& weights, TensorSet& grads,
-                       const Microbatch& batch, float dloss = 1.0f);
+                       const Microbatch& batch, float dloss = 1.0f, MoeObserver* moe = nullptr);
 
 // Forward only (evaluation): the microbatch's mean loss.
 float forward_loss(Ops& ops, const StageModel& model, const TensorSet& weights, const Microbatch& batch);

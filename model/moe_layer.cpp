@@ -133,6 +133,10 @@ MoeOutput MoeFeedForward::forward(const LayerContext& ctx, const Tensor& h, cons
     return result;
 }
 
+const Tensor& MoeFeedForward::stashed_offsets(const Stash& stash, size_t first) {
+    return stash.saved.at(first + kOffsets);
+}
+
 Tensor MoeFeedForward::backward(const LayerContext& ctx, const Tensor& dout, float daux_loss, const Stash& stash,
                                 size_t first) const {
     Ops& ops = ctx.ops;

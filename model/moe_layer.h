@@ -44,6 +44,8 @@ public:
                     size_t first = 0) const;
 
     const MoeConfig& config() const { return c_; }
+    // The expert offsets (i32 [E+1]) that forward appended to the stash from saved[first] on.
+    static const Tensor& stashed_offsets(const Stash& stash, size_t first = 0);
 
 private:
     struct SwiGluParams {

@@ -21,15 +21,15 @@ StageModel::StageModel(const ModelConfig& config, const StageSpec& spec) : confi
     if (spec.has_head) layers_.push_back(make_output_head(config_, layout_));
 }
 
-namespace {
-
-// The stage's MoE blocks (constant time for a dense model, whose moe_blocks is empty: the partition asks often).
+// Constant time for a dense model, whose moe_blocks is empty: the partition asks often.
 int64_t moe_block_count(const ModelConfig& config, const StageSpec& spec) {
     if (config.moe_blocks.empty()) return 0;
     int64_t n = 0;
     for (int64_t i = spec.first_block; i < spec.end_block; ++i) n += config.is_moe_block(i) ? 1 : 0;
     return n;
 }
+
+namespace {
 
 bool is_residual_projection(const std::string& name) {
     auto ends_with = [&](const char* suffix) {

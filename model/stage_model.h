@@ -46,6 +46,8 @@ private:
     std::vector<std::unique_ptr<Layer>> layers_;
 };
 
+// The MoE blocks among the stage's blocks.
+int64_t moe_block_count(const ModelConfig& config, const StageSpec& spec);
 // Parameters a stage holds (a tied head on a stage without the embedding holds its own copy).
 int64_t stage_param_count(const ModelConfig& config, const StageSpec& spec);
 // Bytes one microbatch's stash occupies on a stage (fp32), from the layers' saved tensors.

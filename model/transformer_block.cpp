@@ -9,7 +9,9 @@
 //
 // In a block that ModelConfig::moe_blocks marks, the MLP is an MoeFeedForward (model/moe_layer.h) under
 // "layers.<i>.moe": x2 = x1 + moe(h2). Its aux loss joins the microbatch's objective (d objective / d L_aux = 1,
-// as the LM loss's) through backward only; the loss a run reports stays the LM loss.
+// as the LM loss's) through backward only; the loss a run reports stays the LM loss. Around the MoE's forward and
+// backward the block tells LayerContext::moe, when set, what it routed (model/moe_load.h): the aux loss and the
+// expert load reported apart, and the dispatch's span in --trace.
 #include <cmath>
 #include <memory>
 
@@ -17,6 +19,7 @@
 
 #include "model/layer.h"
 #include "model/moe_layer.h"
+#include "model/moe_load.h"
 
 namespace nb {
 
@@ -102,7 +105,9 @@ public:
         if (moe_) {
             // The block's own tensors first (up to kH2), the MoE's appended after them from kGate on.
             if (stash) stash->saved = {x, rstd1, h1, q, k, v4, attn, lse, x1, rstd2, h2};
+            if (ctx.moe) ctx.moe->dispatch_begins(index_, false);
             const MoeOutput m = moe_->forward(ctx, h2, Tensor{}, stash);
+            if (ctx.moe) ctx.moe->dispatch_ends(index_, false, m.expert_offsets, m.aux_loss);
             Tensor x2 = ops.copy_of(x1);
             ops.add_inplace(x2, m.out);
             return x2;
@@ -131,7 +136,9 @@ public:
         // MLP half: x2 = x1 + mlp(x1), so dx1 = dout + d mlp/dx1.
         Tensor dx1 = ops.copy_of(dout);
         if (moe_) {
+            if (ctx.moe) ctx.moe->dispatch_begins(index_, true);
             const Tensor dh2 = moe_->backward(ctx, dout, 1.0f, stash, kGate);
+            if (ctx.moe) ctx.moe->dispatch_ends(index_, true, MoeFeedForward::stashed_offsets(stash, kGate), Tensor{});
             ops.rmsnorm_backward(dx1, g[p_.mlp_norm], dh2, s[kX1], w[p_.mlp_norm], s[kRstd2]);
             return attention_backward(ctx, dx1, stash);
         }

@@ -31,11 +31,13 @@ const char* category(TaskKind kind) {
         case TaskKind::optimizer: return "optimizer";
         case TaskKind::eval: return "eval";
         case TaskKind::wait: return "wait";
+        case TaskKind::moe_forward:
+        case TaskKind::moe_backward: return "moe";
     }
     return "?";
 }
 
-std::string task_name(TaskKind kind, int64_t index) {
+std::string task_name(TaskKind kind, int64_t index, int64_t block) {
     switch (kind) {
         case TaskKind::forward: return fmt::format("F{}", index);
         case TaskKind::backward: return fmt::format("B{}", index);
@@ -47,6 +49,8 @@ std::string task_name(TaskKind kind, int64_t index) {
         case TaskKind::optimizer: return fmt::format("step {}", index);
         case TaskKind::eval: return fmt::format("eval {}", index);
         case TaskKind::wait: return "wait";
+        case TaskKind::moe_forward: return fmt::format("moe L{} F{}", block, index);
+        case TaskKind::moe_backward: return fmt::format("moe L{} B{}", block, index);
     }
     return "?";
 }
@@ -59,7 +63,8 @@ bool is_microbatch_task(TaskKind kind) {
 
 TraceEvent to_trace_event(const TimedTask& t, int stage) {
     TraceEvent e;
-    e.name = t.kind == TaskKind::wait ? "wait " + task_name(t.waited_for, t.index) : task_name(t.kind, t.index);
+    e.name = t.kind == TaskKind::wait ? "wait " + task_name(t.waited_for, t.index, t.block)
+                                      : task_name(t.kind, t.index, t.block);
     e.category = category(t.kind);
     e.stage = stage;
     e.start_us = static_cast<double>(t.start_ns) * 1e-3;
@@ -67,11 +72,15 @@ TraceEvent to_trace_event(const TimedTask& t, int stage) {
     const TaskKind about = t.kind == TaskKind::wait ? t.waited_for : t.kind;
     if (is_microbatch_task(about)) e.microbatch = t.index;
     e.version = t.version;
+    if (t.kind == TaskKind::moe_forward || t.kind == TaskKind::moe_backward)
+        e.numbers = {{"layer", static_cast<double>(t.block)},
+                     {"load_max_over_mean", t.load_max_over_mean},
+                     {"idle_fraction", t.idle_fraction}};
     return e;
 }
 
-// Per record: kind, index, version, start_ns, duration_ns, waited_for (doubles hold these integers exactly
-// below 2^53 ns, 104 days).
+// Per record: kind, index, version, start_ns, duration_ns, waited_for, block, load_max_over_mean, idle_fraction
+// (doubles hold these integers exactly below 2^53 ns, 104 days).
 std::vector<double> encode_timed_tasks(const std::vector<TimedTask>& tasks) {
     std::vector<double> v;
     v.reserve(tasks.size() * kValuesPerTimedTask);
@@ -82,6 +91,9 @@ std::vector<double> encode_timed_tasks(const std::vector<TimedTask>& tasks) {
         v.push_back(static_cast<double>(t.start_ns));
         v.push_back(static_cast<double>(t.duration_ns));
         v.push_back(static_cast<double>(t.waited_for));
+        v.push_back(static_cast<double>(t.block));
+        v.push_back(t.load_max_over_mean);
+        v.push_back(t.idle_fraction);
     }
     return v;
 }
@@ -97,7 +109,8 @@ std::vector<TimedTask> decode_timed_tasks(const std::vector<double>& v) {
     tasks.reserve(v.size() / kValuesPerTimedTask);
     for (size_t i = 0; i < v.size(); i += kValuesPerTimedTask)
         tasks.push_back({kind_of(v[i]), static_cast<int64_t>(v[i + 1]), static_cast<int64_t>(v[i + 2]),
-                         static_cast<int64_t>(v[i + 3]), static_cast<int64_t>(v[i + 4]), kind_of(v[i + 5])});
+                         static_cast<int64_t>(v[i + 3]), static_cast<int64_t>(v[i + 4]), kind_of(v[i + 5]),
+                         static_cast<int64_t>(v[i + 6]), v[i + 7], v[i + 8]});
     return tasks;
 }
 

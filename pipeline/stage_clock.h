@@ -12,10 +12,13 @@
 //                                  time it completed for the runner
 //   wait                           from the moment the runner found its next task blocked until it could run it,
 //                                  attributed to this stage (the task it waited for is named)
+//   moe_forward, moe_backward      inside a forward or backward: one MoE block's dispatch (route, permute, grouped
+//                                  GEMMs, combine), with the block and the microbatch's expert load
+//                                  (pipeline/stage_moe_observer.h); their time is already the enclosing task's
 // Compute (busy) time is forward + backward + optimizer + norm + eval. Records are kept (for the trace) only when
 // asked; the busy total is always kept, and split into intervals for the stage's reports to stage 0.
 //
-// Records travel to stage 0 as host doubles (Transport::send_values), six per record, and are named only there
+// Records travel to stage 0 as host doubles (Transport::send_values), nine per record, and are named only there
 // (to_trace_event), so that recording costs two clock reads per task and no formatting.
 #pragma once
 
@@ -38,8 +41,10 @@ enum class TaskKind : uint8_t {
     optimizer,
     eval,
     wait,
+    moe_forward,
+    moe_backward,
 };
-constexpr int kNumTaskKinds = 10;
+constexpr int kNumTaskKinds = 12;
 bool is_compute(TaskKind kind);
 
 struct TimedTask {
@@ -49,16 +54,20 @@ struct TimedTask {
     int64_t start_ns = 0;  // since the common origin
     int64_t duration_ns = 0;
     TaskKind waited_for = TaskKind::wait;  // wait: the kind of the task it waited for (index names it)
+    // moe_forward, moe_backward: the block, and its load on the microbatch (model/moe_load.h's LoadFigures).
+    int64_t block = -1;
+    double load_max_over_mean = 0, idle_fraction = 0;
 };
 
 // The trace event of one record of stage `stage`: "F12" forward, "B3" backward, "send act 4", "recv grad 4",
-// "norm 2" and "step 2" optimizer, "eval 5", "wait recv grad 4".
+// "norm 2" and "step 2" optimizer, "eval 5", "wait recv grad 4", "moe L3 F12" and "moe L3 B12" (category moe,
+// args layer, load_max_over_mean, idle_fraction).
 TraceEvent to_trace_event(const TimedTask& task, int stage);
 
 std::vector<double> encode_timed_tasks(const std::vector<TimedTask>& tasks);
 // std::logic_error when `values` is not what encode_timed_tasks makes.
 std::vector<TimedTask> decode_timed_tasks(const std::vector<double>& values);
-constexpr size_t kValuesPerTimedTask = 6;
+constexpr size_t kValuesPerTimedTask = 9;
 
 class StageClock {
 public:

@@ -73,6 +73,11 @@ void StageMeter::stash_added(size_t bytes) {
 
 void StageMeter::stash_released(size_t bytes) { live_stash_bytes_ -= bytes; }
 
+void StageMeter::span_ran(TimedTask span) {
+    span.duration_ns = clock_.now_ns() - span.start_ns;
+    clock_.record(span);  // not a compute kind: the busy time stays the enclosing task's
+}
+
 void StageMeter::take_report(StageReport& r) {
     const StageClock::Interval interval = clock_.take_interval();
     r.busy_s = interval.busy_s;

@@ -7,6 +7,8 @@
 //                            activation or gradient, an evaluation's input, the global clip's all-gather)
 //   stash_added, _released   activation stashes of a microbatch in flight: live bytes, their peak since the
 //                            last report and over the run
+//   span_ran                 with --trace, a span inside the task now running (an MoE block's dispatch,
+//                            pipeline/stage_moe_observer.h), kept for the trace only
 //   take_report, finish      the measured fields of a StageReport (busy, wall, peak stash bytes since the
 //                            previous report) and of the StageFinal (over the run), and the encoded records for
 //                            --trace
@@ -41,6 +43,11 @@ public:
 
     void stash_added(size_t bytes);
     void stash_released(size_t bytes);
+
+    bool keeps_records() const { return keep_records_; }
+    int64_t now_ns() const { return clock_.now_ns(); }
+    // `span` ran from span.start_ns (a now_ns()) until now, inside the running task, whose time it already is.
+    void span_ran(TimedTask span);
 
     // Fills busy_s, wall_s and act_peak_bytes of `r`, since the previous report (the first: since the origin).
     void take_report(StageReport& r);

@@ -6,10 +6,16 @@
 
 namespace nb {
 
-// Layout: iteration, has_loss, loss_sum, has_val, val_loss_sum, busy_s, wall_s, act_peak_bytes, sum_squares...
+// Layout: iteration, has_loss, loss_sum, has_val, val_loss_sum, busy_s, wall_s, act_peak_bytes, the number of
+// MoE blocks; per MoE block: its index, aux_loss_sum, E, then E tokens per expert; then sum_squares...
 std::vector<double> StageReport::to_values() const {
     std::vector<double> v = {static_cast<double>(iteration), loss_sum ? 1.0 : 0.0, loss_sum.value_or(0.0),
-                             val_loss_sum ? 1.0 : 0.0, val_loss_sum.value_or(0.0), busy_s, wall_s, act_peak_bytes};
+                             val_loss_sum ? 1.0 : 0.0, val_loss_sum.value_or(0.0), busy_s, wall_s, act_peak_bytes,
+                             static_cast<double>(moe.size())};
+    for (const MoeBlockLoad& b : moe) {
+        v.insert(v.end(), {static_cast<double>(b.block), b.aux_loss_sum, static_cast<double>(b.expert_tokens.size())});
+        v.insert(v.end(), b.expert_tokens.begin(), b.expert_tokens.end());
+    }
     v.insert(v.end(), sum_squares.begin(), sum_squares.end());
     return v;
 }
@@ -23,7 +29,22 @@ StageReport StageReport::from_values(const std::vector<double>& v) {
     r.busy_s = v[5];
     r.wall_s = v[6];
     r.act_peak_bytes = v[7];
-    r.sum_squares.assign(v.begin() + kHeader, v.end());
+    size_t at = kHeader;
+    const auto need = [&](size_t count) {
+        if (v.size() - at < count) throw std::logic_error(fmt::format("a stage report of {} values, cut short", v.size()));
+    };
+    for (int64_t b = 0; b < static_cast<int64_t>(v[8]); ++b) {
+        need(3);
+        MoeBlockLoad block{static_cast<int64_t>(v[at]), v[at + 1], {}};
+        const auto experts = static_cast<size_t>(v[at + 2]);
+        at += 3;
+        need(experts);
+        block.expert_tokens.assign(v.begin() + static_cast<std::ptrdiff_t>(at),
+                                   v.begin() + static_cast<std::ptrdiff_t>(at + experts));
+        at += experts;
+        r.moe.push_back(std::move(block));
+    }
+    r.sum_squares.assign(v.begin() + static_cast<std::ptrdiff_t>(at), v.end());
     return r;
 }
 

@@ -16,6 +16,7 @@
 #include "optim/grad_clip.h"
 #include "pipeline/fault_injection.h"
 #include "pipeline/stage_checkpoint.h"
+#include "pipeline/stage_moe_observer.h"
 #include "pipeline/stage_report.h"
 #include "pipeline/state_hash.h"
 #include "src/plan/train_progress.h"
@@ -222,7 +223,8 @@ void StageRunner::forward(const Action& a) {
     InFlight& f = in_flight_[a.microbatch];
     f.batch = own_copy(train_reader_.next(*data_->train, ops_.device()));
     Tensor x = first_ ? Tensor{} : take(activations_in_, a.microbatch, "the input activation");
-    LayerContext ctx{ops_, versions_.at(a.version), &state_.grads, f.batch};
+    StageMoeObserver moe(meter_, &moe_loads_[iteration_of_microbatch(a.microbatch)], a.microbatch, a.version);
+    LayerContext ctx{ops_, versions_.at(a.version), &state_.grads, f.batch, &moe};
     Tensor y = stage_forward(state_.model, ctx, x, &f.stashes);
     versions_.release(a.version);
     for (const Stash& st : f.stashes) f.stash_bytes += st.bytes();
@@ -248,7 +250,8 @@ void StageRunner::backward(const Action& a) {
     if (node.empty()) throw std::logic_error(fmt::format("backward of microbatch {} before its forward", a.microbatch));
     InFlight& f = node.mapped();
     Tensor dy = last_ ? loss_gradient() : take(gradients_in_, a.microbatch, "the output gradient");
-    LayerContext ctx{ops_, versions_.at(a.version), &state_.grads, f.batch};
+    StageMoeObserver moe(meter_, nullptr, a.microbatch, a.version);  // for --trace: the loads were counted forward
+    LayerContext ctx{ops_, versions_.at(a.version), &state_.grads, f.batch, &moe};
     Tensor dx = stage_backward(state_.model, ctx, dy, f.stashes);
     versions_.release(a.version);
     meter_.stash_released(f.stash_bytes);
@@ -340,6 +343,7 @@ void StageRunner::report(const StageTask& task) {
     StageReport r;
     r.iteration = task.iteration;
     r.sum_squares = reported_sums_;
+    if (auto moe = moe_loads_.extract(task.iteration)) r.moe = moe.mapped().blocks();
     meter_.take_report(r);
     if (last_) {
         r.loss_sum = loss_sums_[task.iteration];

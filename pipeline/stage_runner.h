@@ -31,8 +31,8 @@
 // a task starts, when the task ran or was blocked, when a microbatch's stashes are added and released, and
 // asked for the measured fields of each report (busy and wall time, the most bytes of activation stashes held)
 // and of the finish (the same over the run, and with --trace every timed record, sent to stage 0 for the trace
-// file). What the stage computes, the last stage's loss sums for its reports included, stays here; timing
-// never changes it.
+// file). What the stage computes, the last stage's loss sums and its MoE blocks' loads (pipeline/
+// stage_moe_observer.h) for its reports included, stays here; timing never changes it.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "model/moe_load.h"
 #include "model/stage_model.h"
 #include "optim/lr_schedule.h"
 #include "pipeline/pipeline_setup.h"
@@ -157,6 +158,7 @@ private:
     StageMeter meter_;  // its time, waits and stash bytes; the runner only tells it what ran
 
     std::map<int64_t, double> loss_sums_;         // last stage: per iteration, microbatch losses added in order
+    std::map<int64_t, MoeLoadCounter> moe_loads_;  // per iteration, the stage's MoE blocks' training forwards
     double val_loss_sum_ = 0;                     // last stage: the running evaluation
     std::optional<int64_t> evaluated_iteration_;  // last stage: the iteration whose evaluation val_loss_sum_ is
 };

@@ -78,6 +78,8 @@ std::string TraceRecorder::to_chrome_json(int num_stages) const {
         std::string args = "{";
         if (e.microbatch >= 0) args += fmt::format("\"microbatch\": {}", e.microbatch);
         if (e.version >= 0) args += fmt::format("{}\"version\": {}", args.size() > 1 ? ", " : "", e.version);
+        for (const auto& [key, value] : e.numbers)
+            args += fmt::format("{}{}: {}", args.size() > 1 ? ", " : "", json_quote(key), value);
         args += "}";
         emit(fmt::format(R"({{"ph": "X", "pid": {}, "tid": 0, "name": {}, "cat": {}, "ts": {:.3f}, "dur": {:.3f}, "args": {}}})",
                          e.stage, json_quote(e.name), json_quote(e.category), e.start_us, e.duration_us, args));

@@ -8,18 +8,21 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace nb {
 
 struct TraceEvent {
     std::string name;      // e.g. "F12", "B3", "send act 4", "wait", "step 2"
-    std::string category;  // forward | backward | send | recv | wait | optimizer | eval
+    std::string category;  // forward | backward | send | recv | wait | optimizer | eval | moe
     int stage = 0;
     double start_us = 0;
     double duration_us = 0;
     int64_t microbatch = -1;  // -1 when not about one microbatch
     int64_t version = -1;     // weight version used or produced, -1 when none
+    // Further args, after microbatch and version (an MoE dispatch's layer and load). serialize() leaves them out.
+    std::vector<std::pair<std::string, double>> numbers = {};
 };
 
 class TraceRecorder {

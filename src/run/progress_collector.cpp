@@ -148,9 +148,14 @@ void ProgressCollector::post_reports_ahead() {
     const int64_t end = std::min({vote_.open_until() + 1, next_to_print_ + kIterationsAhead});
     for (; posted_until_ < end; ++posted_until_) {
         reports_[posted_until_].resize(static_cast<size_t>(setup_.num_stages()));
-        for (int s = 0; s < setup_.num_stages(); ++s)
+        for (int s = 0; s < setup_.num_stages(); ++s) {
+            const auto k = static_cast<size_t>(s);
+            const ModelConfig& model = setup_.options.model;
             transport_.post_recv_values(s, {Channel::report, posted_until_},
-                                        StageReport::max_values(setup_.layouts[static_cast<size_t>(s)].size()));
+                                        StageReport::max_values(setup_.layouts[k].size(),
+                                                                moe_block_count(model, setup_.cut[k]),
+                                                                model.moe.num_experts));
+        }
     }
 }
 
@@ -184,7 +189,11 @@ void ProgressCollector::print_iteration(int64_t t, const std::vector<StageReport
     const StageReport& last = reports.back();
     if (!last.loss_sum) throw std::logic_error(fmt::format("the last stage's report on iteration {} has no loss", t));
     std::vector<std::vector<double>> sums;
-    for (const StageReport& r : reports) sums.push_back(r.sum_squares);
+    std::vector<MoeBlockLoad> moe;  // stage after stage: block order
+    for (const StageReport& r : reports) {
+        sums.push_back(r.sum_squares);
+        moe.insert(moe.end(), r.moe.begin(), r.moe.end());
+    }
 
     // The iteration's time is the last stage's own: its wall time since its previous report, on the clock the
     // stages share. (Timing the arrival of the reports here would not do: in one process a stage that never
@@ -198,6 +207,7 @@ void ProgressCollector::print_iteration(int64_t t, const std::vector<StageReport
                          std::sqrt(total_sum_squares(sums)),
                          static_cast<double>(o.tokens_per_iter()) / seconds,
                          seconds};
+    line.moe = moe_layer_figures(moe, o.num_microbatches);
     if (last.val_loss_sum) line.val_loss = *last.val_loss_sum / static_cast<double>(o.eval_iters * o.num_microbatches);
 
     IterationTiming timing = zero_timing(setup_.num_stages());

@@ -14,6 +14,7 @@
 #include "model/partition.h"
 #include "model/stage_model.h"
 #include "model/model_step.h"
+#include "model/moe_load.h"
 #include "optim/stage_optimizer.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
@@ -90,14 +91,15 @@ TensorSet compute_snapshot(Ops& ops, const TensorSet& master) {
 // ---- one microbatch through all stages ----
 
 // Forward through stage 0..p-1, stage s with weights[s]; backward through p-1..0, each stage accumulating into
-// its own gradients. The objective is the microbatch's mean loss (dloss = 1, as the trainer). Returns the loss.
+// its own gradients. The objective is the microbatch's mean loss (dloss = 1, as the trainer). Returns the loss;
+// the MoE blocks' forwards are counted into `moe`.
 float forward_backward(Ops& ops, std::vector<std::unique_ptr<Stage>>& stages,
-                       const std::vector<const TensorSet*>& weights, const Microbatch& batch) {
+                       const std::vector<const TensorSet*>& weights, const Microbatch& batch, MoeLoadCounter& moe) {
     const size_t p = stages.size();
     std::vector<std::vector<Stash>> stashes(p);
     Tensor x;
     for (size_t s = 0; s < p; ++s) {
-        LayerContext ctx{ops, *weights[s], &stages[s]->grads, batch};
+        LayerContext ctx{ops, *weights[s], &stages[s]->grads, batch, &moe};
         x = stage_forward(stages[s]->model, ctx, x, &stashes[s]);
     }
     const float loss = x.f32()[0];
@@ -162,6 +164,7 @@ struct StepResult {
     double loss_sum = 0;  // over the step's microbatches
     double lr = 0;
     double grad_norm = 0;
+    std::vector<MoeBlockLoad> moe;  // an iteration's: its MoE blocks' training forwards (model/moe_load.h)
 };
 
 class ReferenceRun {
@@ -184,17 +187,19 @@ public:
     const WeightHistory& history() const { return history_; }
 
     // Iteration t: optimizer steps [t*k, (t+1)*k) with k = m / microbatches_per_step, consuming m microbatches.
-    // Returns the iteration's summed loss and its last step's lr and norm.
+    // Returns the iteration's summed loss, its last step's lr and norm, and its MoE blocks' loads.
     StepResult run_iteration(int64_t iteration, BatchLoader& train) {
         const int64_t per_step = microbatches_per_step(schedule_, o_.num_microbatches);
         const int64_t steps = o_.num_microbatches / per_step;
         StepResult total;
+        MoeLoadCounter moe;
         for (int64_t k = 0; k < steps; ++k) {
-            const StepResult r = run_step(iteration * steps + k, per_step, train);
+            const StepResult r = run_step(iteration * steps + k, per_step, train, moe);
             total.loss_sum += r.loss_sum;
             total.lr = r.lr;
             total.grad_norm = r.grad_norm;
         }
+        total.moe = moe.blocks();
         return total;
     }
 
@@ -237,7 +242,7 @@ public:
 
 private:
     // One optimizer step (steps 1-5 of reference.h) over its `microbatches` microbatches.
-    StepResult run_step(int64_t step, int64_t microbatches, BatchLoader& train) {
+    StepResult run_step(int64_t step, int64_t microbatches, BatchLoader& train, MoeLoadCounter& moe) {
         std::vector<const TensorSet*> weights;
         for (int s = 0; s < num_stages(); ++s) {
             stage(s).grads.zero();
@@ -245,7 +250,7 @@ private:
         }
         StepResult r;
         for (int64_t i = 0; i < microbatches; ++i)
-            r.loss_sum += forward_backward(ops_, stages_, weights, reader_.next(train, ops_.device()));
+            r.loss_sum += forward_backward(ops_, stages_, weights, reader_.next(train, ops_.device()), moe);
         if (microbatches > 1)
             for (auto& st : stages_)
                 for (auto& g : st->grads.tensors) ops_.scale_inplace(g, 1.0f / static_cast<float>(microbatches));
@@ -345,6 +350,7 @@ ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
         const double loss = r.loss_sum / static_cast<double>(o.num_microbatches);
         IterationReport report{t + 1, o.train_iters, loss, r.lr, r.grad_norm,
                                static_cast<double>(o.tokens_per_iter()) / seconds, seconds};
+        report.moe = moe_layer_figures(r.moe, o.num_microbatches);
         if (data->val && evaluation_due(o, t)) report.val_loss = run.validation_loss(*data->val);
         run_log.iteration(report);
         const int64_t done = t + 1;

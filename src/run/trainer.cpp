@@ -14,6 +14,7 @@
 #include "src/run/run_log.h"
 #include "src/core/error.h"
 #include "model/model_step.h"
+#include "model/moe_load.h"
 #include "optim/grad_clip.h"
 #include "pipeline/schedule.h"
 #include "pipeline/stage_memory.h"
@@ -80,8 +81,10 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
         const auto t0 = Clock::now();
         grads.zero();
         double loss_sum = 0;
+        MoeLoadCounter moe_load;  // the step's training forwards only: evaluation below counts nowhere
         for (int64_t i = 0; i < o.num_microbatches; ++i)
-            loss_sum += forward_backward(ops, model, compute_weights, grads, reader.next(*data->train, device));
+            loss_sum += forward_backward(ops, model, compute_weights, grads, reader.next(*data->train, device), 1.0f,
+                                         &moe_load);
         const double loss = loss_sum / static_cast<double>(o.num_microbatches);
         if (o.num_microbatches > 1)
             for (auto& g : grads.tensors) ops.scale_inplace(g, 1.0f / static_cast<float>(o.num_microbatches));
@@ -93,6 +96,7 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
         const double tokens_per_s = static_cast<double>(o.tokens_per_iter()) / step_seconds;
 
         IterationReport report{step + 1, o.train_iters, loss, lr, grad_norm, tokens_per_s, step_seconds};
+        report.moe = moe_layer_figures(moe_load.blocks(), o.num_microbatches);
         if (data->val && evaluation_due(o, step))
             report.val_loss = validation_loss(*data->val, o, device, [&](const Microbatch& mb) {
                 return forward_loss(ops, model, compute_weights, mb);

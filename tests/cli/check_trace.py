@@ -1,13 +1,19 @@
 """Checks a `nobubble train --trace` file (used by test_pipeline_trace.sh).
 
-usage: check_trace.py TRACE.json STAGES MICROBATCHES OPTIMIZER_STEPS
+usage: check_trace.py TRACE.json STAGES MICROBATCHES OPTIMIZER_STEPS [MOE_LAYERS]
+
+MOE_LAYERS, for an MoE model: each stage's MoE blocks, stages separated by '|' and blocks by ',' ("1|2", "|3,4"
+for none on stage 0). Without it the run must have no MoE events.
 
 Exit 0 and one line per check passed; exit 1 with the first failure. Checks:
   - the file is valid JSON with a traceEvents list (json.load);
   - one track per stage: process_name metadata "stage 0".."stage P-1", and every complete event on one of them;
   - every microbatch's F and B exactly once on every stage, and OPTIMIZER_STEPS optimizer steps per stage;
   - with more than one stage, waits, sends and receives on every stage;
-  - the events of one stage never overlap in time (they follow one another on its one thread);
+  - the events of one stage never overlap in time (they follow one another on its one thread), the MoE dispatch
+    spans (cat "moe") apart: each lies inside the F or B of its microbatch on its stage, every F and B holds one
+    per MoE block of the stage (forward in block order, backward in reverse) and nothing else has any, named
+    "moe L<block> F<i>" / "B<i>" with args layer, microbatch, load_max_over_mean (>= 1) and idle_fraction (0..1);
   - the stages share a clock: stage s+1 starts forward i only after stage s has finished forward i, and stage s
     starts backward i only after stage s+1 has finished it (within 2 ms, the origins' agreement).
 """
@@ -23,8 +29,42 @@ def fail(msg):
     sys.exit(1)
 
 
+def parse_moe_layers(arg, stages):
+    per_stage = [[int(b) for b in part.split(",") if b] for part in arg.split("|")] if arg else [[]] * stages
+    if len(per_stage) != stages:
+        fail(f"MOE_LAYERS '{arg}' names {len(per_stage)} stages, want {stages}")
+    return per_stage
+
+
+def check_moe(by_stage, moe_by_stage, moe_layers, microbatches):
+    """The MoE dispatch spans: inside their F or B, one per MoE block of the stage, in order."""
+    spans = 0
+    for s, evs in by_stage.items():
+        enclosing = {e["name"]: e for e in evs}
+        got = {}  # (kind, microbatch) -> the blocks in time order
+        for m in moe_by_stage[s]:
+            a = m["args"]
+            kind = m["name"].split()[-1][0]
+            if m["name"] != f"moe L{a['layer']} {kind}{a['microbatch']}" or kind not in "FB":
+                fail(f"stage {s}: MoE span {m['name']} with args {a}")
+            outer = enclosing.get(f"{kind}{a['microbatch']}")
+            if outer is None or m["ts"] < outer["ts"] - TOLERANCE_US or \
+                    m["ts"] + m["dur"] > outer["ts"] + outer["dur"] + TOLERANCE_US:
+                fail(f"stage {s}: {m['name']} [{m['ts']}, +{m['dur']}] is not inside its {kind}{a['microbatch']}")
+            if not (a["load_max_over_mean"] >= 1.0 and 0.0 <= a["idle_fraction"] < 1.0):
+                fail(f"stage {s}: {m['name']} has load {a}")
+            got.setdefault((kind, a["microbatch"]), []).append(a["layer"])
+        for i in range(microbatches):
+            for kind, want in (("F", moe_layers[s]), ("B", moe_layers[s][::-1])):
+                if got.get((kind, i), []) != want:
+                    fail(f"stage {s}: {kind}{i} holds MoE spans of blocks {got.get((kind, i), [])}, want {want}")
+        spans += len(moe_by_stage[s])
+    return spans
+
+
 def main():
     path, stages, microbatches, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    moe_layers = parse_moe_layers(sys.argv[5] if len(sys.argv) > 5 else "", stages)
     try:
         with open(path) as f:
             data = json.load(f)
@@ -39,8 +79,11 @@ def main():
     if tracks != {s: f"stage {s}" for s in range(stages)}:
         fail(f"tracks {tracks}, want one per stage 0..{stages - 1}")
     complete = [e for e in events if e.get("ph") == "X"]
-    by_stage = {s: sorted((e for e in complete if e["pid"] == s), key=lambda e: e["ts"]) for s in range(stages)}
-    if sum(len(v) for v in by_stage.values()) != len(complete):
+    by_stage = {s: sorted((e for e in complete if e["pid"] == s and e["cat"] != "moe"), key=lambda e: e["ts"])
+                for s in range(stages)}
+    moe_by_stage = {s: sorted((e for e in complete if e["pid"] == s and e["cat"] == "moe"), key=lambda e: e["ts"])
+                    for s in range(stages)}
+    if sum(len(v) + len(moe_by_stage[s]) for s, v in by_stage.items()) != len(complete):
         fail("complete events outside the stages' tracks")
     print(f"ok: one track per stage ({stages})")
 
@@ -66,6 +109,10 @@ def main():
             if b["ts"] < a["ts"] + a["dur"] - TOLERANCE_US:
                 fail(f"stage {s}: {a['name']} [{a['ts']}, +{a['dur']}] overlaps {b['name']} at {b['ts']}")
     print("ok: no two events of one stage overlap")
+
+    spans = check_moe(by_stage, moe_by_stage, moe_layers, microbatches)
+    if any(moe_layers):
+        print(f"ok: {spans} MoE dispatch spans, one per MoE block inside every F and B, with layer and load")
 
     def find(s, name):
         return next(e for e in by_stage[s] if e["name"] == name)

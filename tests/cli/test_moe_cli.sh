@@ -4,6 +4,8 @@
 # - `train --model tiny-moe` learns (the loss falls over 20 steps) and is deterministic (same final weights);
 # - the pipelines (in-process and mpirun) end on `nobubble reference`'s weights and optimizer state for every
 #   schedule (2bw also with ef), with MoE blocks on more than one stage;
+# - the aux loss and each MoE layer's expert load in the progress line and --metrics: the same figures from the
+#   plain loop, the in-process pipeline, mpirun and the reference (1f1b and 2bw), and MoE dispatch spans in --trace;
 # - a tiny-moe 2bw run stopped by --exit-interval and resumed ends on the uninterrupted reference's state, and a
 #   checkpoint of another MoE shape is refused.
 source "$(dirname "$0")/lib.sh"
@@ -72,6 +74,65 @@ check_against_reference 1f1b_p3 3 --schedule 1f1b --num-microbatches 3 --moe-rou
 check_against_reference 2bw 2 --schedule 2bw --num-microbatches 3
 check_against_reference 2bw_ef 2 --schedule 2bw --num-microbatches 3 --optimizer muon --delay-fix ef
 check_against_reference pipedream 2 --schedule pipedream --num-microbatches 2
+
+# What a run reports about its MoE layers: the aux loss apart from the LM loss, and per MoE layer the expert load
+# (max/mean tokens per expert, idle experts) of each iteration's training forwards, in the progress line (the most
+# uneven layer) and in --metrics (every layer). The plain loop, the in-process pipeline, mpirun and the reference
+# report the same figures bit for bit, under 1f1b and under 2bw (whose forwards of iteration t+1 run before t is
+# reported); the mpirun 2bw run's --trace marks each MoE dispatch inside its F and B (check_trace.py).
+moe_figures() {  # moe_figures METRICS.jsonl: per record, its aux loss and MoE fields (nothing if one is missing)
+  /usr/bin/python3 - "$1" <<'PY' 2>/dev/null
+import json, sys
+keys = ["step", "aux_loss", "moe_layers", "moe_aux_loss", "moe_load_max_over_mean", "moe_idle_fraction"]
+recs = [json.loads(line) for line in open(sys.argv[1])]
+for r in recs:
+    assert r["aux_loss"] > 0 and r["moe_layers"] == [1, 2], r
+    assert all(m >= 1 for m in r["moe_load_max_over_mean"]) and all(0 <= i < 1 for i in r["moe_idle_fraction"]), r
+    print(json.dumps({k: r[k] for k in keys}))
+PY
+}
+moe_line_part() { grep '^step ' "$1" | grep -o '| aux [^|]*'; }
+same_moe_figures() {  # same_moe_figures NAME WANT GOT: the WORK/WANT and WORK/GOT runs' logs and metrics
+  local want got
+  want=$(moe_figures "$WORK/$2.jsonl")
+  got=$(moe_figures "$WORK/$3.jsonl")
+  if [ "$(printf '%s\n' "$want" | grep -c '"aux_loss"')" = 6 ] && [ "$got" = "$want" ] \
+     && [ -n "$(moe_line_part "$WORK/$2.log")" ] && [ "$(moe_line_part "$WORK/$3.log")" = "$(moe_line_part "$WORK/$2.log")" ]; then
+    pass "$1: the same aux loss and expert loads as $2 ($(moe_line_part "$WORK/$3.log" | tail -n 1))"
+  else
+    fail "$1: $2 reports [$want] [$(moe_line_part "$WORK/$2.log")], $3 [$got] [$(moe_line_part "$WORK/$3.log")]"
+  fi
+}
+moe_trace() {  # moe_trace NAME RUN: the run's 2-stage 2bw trace; the cut puts block 1 on stage 0, block 2 on 1
+  if grep -q '(blocks 0-1 | 2)' "$WORK/$2.log" && /usr/bin/python3 "$(dirname "$0")/check_trace.py" \
+       "$WORK/$2.json" 2 18 6 '1|2' >"$WORK/$2.check" 2>&1 && grep -q 'MoE dispatch spans' "$WORK/$2.check"; then
+    pass "$1: $(grep 'MoE dispatch spans' "$WORK/$2.check")"
+  else
+    fail "$1: $(head -n 1 "$WORK/$2.log") $(cat "$WORK/$2.check")"
+  fi
+}
+O=("${FLAGS[@]}" --num-microbatches 3)
+for s in 1f1b 2bw; do
+  run_logged 120 "obs_ref_$s" "$NB" reference "${O[@]}" --schedule $s --stages 2 --metrics "$WORK/obs_ref_$s.jsonl"
+  run_logged 120 "obs_in_$s" "$NB" train "${O[@]}" --schedule $s --stages 2 --metrics "$WORK/obs_in_$s.jsonl" \
+    --trace "$WORK/obs_in_$s.json"
+  same_moe_figures "in-process $s" "obs_ref_$s" "obs_in_$s"
+done
+moe_trace "in-process 2bw --trace" obs_in_2bw
+run_logged 120 obs_plain "$NB" train "${O[@]}" --schedule 1f1b --metrics "$WORK/obs_plain.jsonl"
+same_moe_figures "the plain loop (one stage)" obs_ref_1f1b obs_plain
+pat='^step      2/6 \| loss [0-9.]+ \| lr [0-9.e+-]+ \| grad_norm [0-9.]+ \| aux [0-9]\.[0-9]{4} load max/mean [0-9]+\.[0-9]{2} \(L[12]\) idle [01]\.[0-9]{2} \| [0-9]+ tok/s'
+grep -Eq "$pat" "$WORK/obs_plain.log" && pass "progress line: $(grep '^step      2/6' "$WORK/obs_plain.log")" \
+  || fail "progress line: $(grep '^step ' "$WORK/obs_plain.log")"
+if [ "$HAVE_MPI" = 1 ]; then
+  run_logged 120 obs_mpi_1f1b mpirun --oversubscribe -np 2 "$NB" train "${O[@]}" --schedule 1f1b \
+    --metrics "$WORK/obs_mpi_1f1b.jsonl"
+  same_moe_figures "mpirun -np 2 1f1b" obs_ref_1f1b obs_mpi_1f1b
+  run_logged 120 obs_mpi_2bw mpirun --oversubscribe -np 2 "$NB" train "${O[@]}" --schedule 2bw \
+    --metrics "$WORK/obs_mpi_2bw.jsonl" --trace "$WORK/obs_mpi_2bw.json"
+  same_moe_figures "mpirun -np 2 2bw" obs_ref_2bw obs_mpi_2bw
+  moe_trace "mpirun -np 2 2bw --trace" obs_mpi_2bw
+fi
 
 # Exact resume under 2bw: stopped after step 2, resumed, against the uninterrupted reference.
 R=("${FLAGS[@]}" --stages 2 --schedule 2bw --num-microbatches 3 --train-iters 5)

@@ -93,7 +93,7 @@ TEST_CASE("stage clock: timed records survive the trip as doubles and are named 
         CHECK(back[i].waited_for == tasks[i].waited_for);
     }
     CHECK_THROWS_AS(nb::decode_timed_tasks({1, 2, 3}), std::logic_error);
-    CHECK_THROWS_AS(nb::decode_timed_tasks({99, 0, 0, 0, 0, 0}), std::logic_error);
+    CHECK_THROWS_AS(nb::decode_timed_tasks({99, 0, 0, 0, 0, 0, 0, 0, 0}), std::logic_error);
 
     const nb::TraceEvent f = nb::to_trace_event(back[0], 1);
     CHECK(f.name == "F12");
