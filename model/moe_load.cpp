@@ -36,7 +36,8 @@ void MoeLoadCounter::dispatch_ends(int64_t block, bool backward, const Tensor& e
     if (it == blocks_.end() || it->block != block)
         it = blocks_.insert(it, MoeBlockLoad{block, 0.0, std::vector<double>(tokens.size(), 0.0)});
     if (it->expert_tokens.size() != tokens.size())
-        throw std::logic_error(fmt::format("block {}: {} experts after {}", block, tokens.size(), it->expert_tokens.size()));
+        throw std::logic_error(
+            fmt::format("block {}: {} experts after {}", block, tokens.size(), it->expert_tokens.size()));
     it->aux_loss_sum += static_cast<double>(aux);
     for (size_t e = 0; e < tokens.size(); ++e) it->expert_tokens[e] += tokens[e];
 }

@@ -31,7 +31,8 @@ StageReport StageReport::from_values(const std::vector<double>& v) {
     r.act_peak_bytes = v[7];
     size_t at = kHeader;
     const auto need = [&](size_t count) {
-        if (v.size() - at < count) throw std::logic_error(fmt::format("a stage report of {} values, cut short", v.size()));
+        if (v.size() - at < count)
+            throw std::logic_error(fmt::format("a stage report of {} values, cut short", v.size()));
     };
     for (int64_t b = 0; b < static_cast<int64_t>(v[8]); ++b) {
         need(3);

@@ -78,8 +78,9 @@ check_against_reference pipedream 2 --schedule pipedream --num-microbatches 2
 # What a run reports about its MoE layers: the aux loss apart from the LM loss, and per MoE layer the expert load
 # (max/mean tokens per expert, idle experts) of each iteration's training forwards, in the progress line (the most
 # uneven layer) and in --metrics (every layer). The plain loop, the in-process pipeline, mpirun and the reference
-# report the same figures bit for bit, under 1f1b and under 2bw (whose forwards of iteration t+1 run before t is
-# reported); the mpirun 2bw run's --trace marks each MoE dispatch inside its F and B (check_trace.py).
+# report the same figures bit for bit, under 1f1b, 2bw (whose forwards of iteration t+1 run before t is reported)
+# and pipedream (m steps an iteration); the 2bw runs' --trace marks each MoE dispatch inside its F and B
+# (check_trace.py).
 moe_figures() {  # moe_figures METRICS.jsonl: per record, its aux loss and MoE fields (nothing if one is missing)
   /usr/bin/python3 - "$1" <<'PY' 2>/dev/null
 import json, sys
@@ -93,11 +94,12 @@ PY
 }
 moe_line_part() { grep '^step ' "$1" | grep -o '| aux [^|]*'; }
 same_moe_figures() {  # same_moe_figures NAME WANT GOT: the WORK/WANT and WORK/GOT runs' logs and metrics
-  local want got
+  local want got want_line
   want=$(moe_figures "$WORK/$2.jsonl")
   got=$(moe_figures "$WORK/$3.jsonl")
+  want_line=$(moe_line_part "$WORK/$2.log")
   if [ "$(printf '%s\n' "$want" | grep -c '"aux_loss"')" = 6 ] && [ "$got" = "$want" ] \
-     && [ -n "$(moe_line_part "$WORK/$2.log")" ] && [ "$(moe_line_part "$WORK/$3.log")" = "$(moe_line_part "$WORK/$2.log")" ]; then
+     && [ -n "$want_line" ] && [ "$(moe_line_part "$WORK/$3.log")" = "$want_line" ]; then
     pass "$1: the same aux loss and expert loads as $2 ($(moe_line_part "$WORK/$3.log" | tail -n 1))"
   else
     fail "$1: $2 reports [$want] [$(moe_line_part "$WORK/$2.log")], $3 [$got] [$(moe_line_part "$WORK/$3.log")]"
@@ -112,7 +114,7 @@ moe_trace() {  # moe_trace NAME RUN: the run's 2-stage 2bw trace; the cut puts b
   fi
 }
 O=("${FLAGS[@]}" --num-microbatches 3)
-for s in 1f1b 2bw; do
+for s in 1f1b 2bw pipedream; do
   run_logged 120 "obs_ref_$s" "$NB" reference "${O[@]}" --schedule $s --stages 2 --metrics "$WORK/obs_ref_$s.jsonl"
   run_logged 120 "obs_in_$s" "$NB" train "${O[@]}" --schedule $s --stages 2 --metrics "$WORK/obs_in_$s.jsonl" \
     --trace "$WORK/obs_in_$s.json"
@@ -121,7 +123,8 @@ done
 moe_trace "in-process 2bw --trace" obs_in_2bw
 run_logged 120 obs_plain "$NB" train "${O[@]}" --schedule 1f1b --metrics "$WORK/obs_plain.jsonl"
 same_moe_figures "the plain loop (one stage)" obs_ref_1f1b obs_plain
-pat='^step      2/6 \| loss [0-9.]+ \| lr [0-9.e+-]+ \| grad_norm [0-9.]+ \| aux [0-9]\.[0-9]{4} load max/mean [0-9]+\.[0-9]{2} \(L[12]\) idle [01]\.[0-9]{2} \| [0-9]+ tok/s'
+pat='^step      2/6 \| loss [0-9.]+ \| lr [0-9.e+-]+ \| grad_norm [0-9.]+ '
+pat+='\| aux [0-9]\.[0-9]{4} load max/mean [0-9]+\.[0-9]{2} \(L[12]\) idle [01]\.[0-9]{2} \| [0-9]+ tok/s'
 grep -Eq "$pat" "$WORK/obs_plain.log" && pass "progress line: $(grep '^step      2/6' "$WORK/obs_plain.log")" \
   || fail "progress line: $(grep '^step ' "$WORK/obs_plain.log")"
 if [ "$HAVE_MPI" = 1 ]; then
