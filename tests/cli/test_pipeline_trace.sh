@@ -7,6 +7,7 @@
 #   too (on the executor, with the plain loop's weights);
 # - the progress line's busy % per stage, bubble % and activation MiB per stage, and the same in --metrics;
 # - errors: a --trace path that cannot be written (before the run), --trace given to the reference.
+# (These dense runs have no MoE dispatch spans, which check_trace.py checks; MoE traces: test_moe_cli.sh.)
 source "$(dirname "$0")/lib.sh"
 make_corpus "$WORK/corpus.txt"
 CHECK="$(dirname "$0")/check_trace.py"
