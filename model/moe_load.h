@@ -7,7 +7,7 @@
 //                            each pipeline stage (pipeline/stage_runner.h, one counter per iteration, since under
 //                            2bw/pipedream the forwards of iteration t+1 may run before t ends), the oracle
 //                            (src/run/reference.cpp);
-//   the stage's observer     also times each dispatch for --trace (pipeline/stage_runner.cpp).
+//   a stage's observer       also times each dispatch for --trace (pipeline/stage_moe_observer.h).
 // Evaluation forwards run with none, so they count nowhere. Nothing here changes what the layers compute.
 #pragma once
 
