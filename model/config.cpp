@@ -40,6 +40,31 @@ ModelConfig tiny_moe() {
     return c;
 }
 
+// A DeepSeekMoE-style fine-grained MoE (many small routed experts, top-6, a shared expert twice a routed one's
+// size, the first block dense), untied, with the LLaMA attention of the other presets and SmolLM's 49152-token
+// vocabulary.
+ModelConfig fine_grained_moe(std::string name, int64_t hidden, int64_t dense_ffn, int64_t layers, int64_t heads,
+                             int64_t kv_heads, int64_t experts, int64_t expert_ffn) {
+    ModelConfig c = make(std::move(name), 49152, hidden, dense_ffn, layers, heads, kv_heads, false);
+    c.moe_layers = "all-but-first:1";
+    c.moe.num_experts = experts;
+    c.moe.topk = 6;
+    c.moe.ffn_hidden_size = expert_ffn;
+    c.moe.shared_ffn_hidden_size = 2 * expert_ffn;
+    c.moe.aux_loss_coeff = 0.001;  // DeepSeekMoE's expert-level balance factor
+    c.moe.topk_renorm = false;     // DeepSeekMoE 16B's gates are the plain top-k probabilities
+    c.resolve_moe_layers();
+    return c;
+}
+
+// moe-10b: DeepSeekMoE 16B (2048 hidden, 64 routed experts of 1408, top-6, two shared experts, i.e. one of 2816, the
+// first block dense at 10944; 28 blocks: 16.4B total, 2.8B active) cut to 18 blocks, 16 heads of 128 with 4 KV
+// heads: 10,165,757,952 parameters, 1,636,116,480 active per token (16%; DeepSeek-V2-Lite: 15.7B, 2.4B active).
+// moe-1b: the same at half width and two thirds of the depth (1024 hidden, 12 blocks, 32 experts of 704, 8 heads of
+// 128, 2 KV heads): 958,161,920 parameters, 339,633,152 active; `bench moe` times it on a GPU at seq 2048.
+ModelConfig moe_10b() { return fine_grained_moe("moe-10b", 2048, 10944, 18, 16, 4, 64, 1408); }
+ModelConfig moe_1b() { return fine_grained_moe("moe-1b", 1024, 5472, 12, 8, 2, 32, 704); }
+
 // Byte-level presets (vocab 256) train on a CPU; the SmolLM shapes are the paper's dense models.
 const std::vector<ModelConfig>& presets() {
     static const std::vector<ModelConfig> all = {
@@ -48,6 +73,8 @@ const std::vector<ModelConfig>& presets() {
         make("small", 256, 512, 1536, 8, 8, 4, false),
         make("smollm-135m", 49152, 576, 1536, 30, 9, 3, true),
         make("smollm-360m", 49152, 960, 2560, 32, 15, 5, true),
+        moe_1b(),
+        moe_10b(),
     };
     return all;
 }

@@ -41,7 +41,8 @@ struct ModelConfig {
     void validate() const;
 };
 
-// Known presets: tiny, tiny-moe, small, smollm-135m, smollm-360m. Unknown name: UsageError listing the known ones.
+// Known presets: tiny, tiny-moe, small, smollm-135m, smollm-360m, moe-1b, moe-10b. Unknown name: UsageError
+// listing the known ones.
 ModelConfig model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();
 

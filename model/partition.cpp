@@ -36,7 +36,7 @@ std::vector<StageSpec> partition_model(const ModelConfig& config, int num_stages
             // Stage s holds blocks j..end-1. The later stages need a block each (the last stage takes the rest).
             const int64_t lo = s == P - 1 ? L : j + 1, hi = L - (P - 1 - s);
             if (lo > hi) continue;
-            // Over [lo, hi] this stage's load grows with `end` (every block has the same parameters) and the
+            // Over [lo, hi] this stage's load grows with `end` (every block adds parameters) and the
             // rest's best does not (fewer blocks for as many stages), so max(load, rest) is least where the two
             // cross: at the first `end` whose load reaches the rest, or just before it. A binary search finds
             // it; trying every `end` made a 100000-layer model's cut take minutes.

@@ -4,6 +4,7 @@
 // `nobubble bench gpu`: the same on one GPU for SmolLM-135M and -360M (cuda/gpu_bench.cpp).
 // `nobubble bench schedules`: the schedules side by side on one config (src/cli/bench_schedules_command.cpp).
 // `nobubble bench checkpoint`: a checkpoint's save and load against the disk (src/cli/bench_checkpoint_command.cpp).
+// `nobubble bench moe`: the MoE layer against a dense MLP of the same active FLOPs (src/cli/bench_moe_command.cpp).
 #include <fmt/format.h>
 
 #include "src/run/bench_step.h"
@@ -75,10 +76,12 @@ Command add_bench_command(CLI::App& app) {
     auto gpu = add_bench_gpu_command(*sub);
     auto schedules = add_bench_schedules_command(*sub);
     auto checkpoint = add_bench_checkpoint_command(*sub);
-    return {sub, [ops_flags, ops, gpu, schedules, checkpoint] {
+    auto moe = add_bench_moe_command(*sub);
+    return {sub, [ops_flags, ops, gpu, schedules, checkpoint, moe] {
                 if (ops->parsed()) return run_bench_ops(*ops_flags);
                 if (schedules.app->parsed()) return schedules.run();
                 if (checkpoint.app->parsed()) return checkpoint.run();
+                if (moe.app->parsed()) return moe.run();
                 return gpu.run();
             }};
 }

@@ -21,8 +21,6 @@ namespace nb::cli {
 
 namespace {
 
-constexpr double kH100DenseBf16Tflops = 989.0;
-
 struct BenchGpuFlags {
     int steps = 5;
     int gemm_size = 8192;

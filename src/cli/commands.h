@@ -44,6 +44,9 @@ Command add_bench_gpu_command(CLI::App& bench);
 Command add_bench_schedules_command(CLI::App& bench);
 // `bench checkpoint`: save and load time and rate of a checkpoint (src/cli/bench_checkpoint_command.cpp).
 Command add_bench_checkpoint_command(CLI::App& bench);
+// `bench moe`: the MoE layer against a dense MLP of the same active FLOPs; on a GPU MoE tokens/s and MFU
+// (src/cli/bench_moe_command.cpp).
+Command add_bench_moe_command(CLI::App& bench);
 
 // Splices the keys of `--config FILE.toml` (given after a subcommand) into args, before the command line's
 // own flags so that those win. args[0] is the program name.

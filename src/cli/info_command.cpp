@@ -1,11 +1,18 @@
-// `nobubble info`: parameter count and the per-stage plan (blocks, parameters, memory) for P stages.
+// `nobubble info`: the model's parameters (total and, for MoE, active per token), its FLOPs per token, and the
+// per-stage plan for P stages: blocks, shares of parameters and of active FLOPs, memory as `train` checks it,
+// optimizer state per optimizer, and per schedule the weight versions and microbatches in flight it holds.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "src/cli/commands.h"
+#include "model/flops.h"
 #include "model/partition.h"
 #include "optim/optimizer_registry.h"
+#include "optim/stage_optimizer.h"
+#include "pipeline/schedule.h"
 #include "pipeline/stage_memory.h"
 #include "src/core/byte_size.h"
+#include "src/core/error.h"
 
 namespace nb::cli {
 
@@ -16,7 +23,11 @@ struct InfoFlags {
     int stages = 1;
     int64_t micro_batch_size = 8;
     int64_t seq_length = 256;
+    int64_t num_microbatches = 8;
 };
+
+// Iterations each schedule is built for: enough for 2bw's and pipedream's steady state (the most they hold).
+constexpr int64_t kPlanIterations = 3;
 
 std::string with_commas(int64_t n) {
     std::string digits = std::to_string(n), out;
@@ -27,13 +38,33 @@ std::string with_commas(int64_t n) {
     return out;
 }
 
+// "3.31 GFLOP", "655 MFLOP".
+std::string format_flops(double flops) {
+    const char* units[] = {"FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP"};
+    size_t u = 0;
+    while (flops >= 1000 && u + 1 < std::size(units)) {
+        flops /= 1000;
+        ++u;
+    }
+    return fmt::format("{:.3g} {}", flops, units[u]);
+}
+
+std::string percent(double part, double whole) { return fmt::format("{:.1f}%", whole > 0 ? 100 * part / whole : 0.0); }
+
 // The options `train` would run with for this plan: the model and batch shape, AdamW, the CPU's f32.
 TrainOptions plan_options(const ModelConfig& c, const InfoFlags& f) {
     TrainOptions o;
     o.model = c;
     o.micro_batch_size = f.micro_batch_size;
     o.seq_length = f.seq_length;
+    o.num_microbatches = f.num_microbatches;
     return o;
+}
+
+OptimizerConfig named_optimizer(std::string_view name) {
+    OptimizerConfig optimizer;
+    optimizer.name = std::string(name);
+    return optimizer;
 }
 
 // "adamw 8 B, muon 4.2 B, ...": each optimizer's state per parameter of the whole model, from the registry.
@@ -41,53 +72,143 @@ std::string state_per_parameter(const ModelConfig& c) {
     const ParamLayout layout = StageModel(c, whole_model_spec(c)).layout();
     std::vector<std::string> parts;
     for (const std::string_view name : optimizer_names()) {
-        OptimizerConfig optimizer;
-        optimizer.name = std::string(name);
-        const double per_param = static_cast<double>(optimizer_state_bytes(optimizer, layout)) /
+        const double per_param = static_cast<double>(optimizer_state_bytes(named_optimizer(name), layout)) /
                                  static_cast<double>(layout.total_numel());
         parts.push_back(fmt::format("{} {:.3g} B", name, per_param));
     }
     return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-int print_info(const InfoFlags& f) {
-    const ModelConfig c = resolve_model(f.model);
-    const auto specs = partition_model(c, f.stages);
-    const TrainOptions o = plan_options(c, f);
-    fmt::print("model {}: {} parameters\n", c.preset, with_commas(stage_param_count(c, whole_model_spec(c))));
+void print_model(const ModelConfig& c, int64_t seq_length) {
+    const StageSpec whole = whole_model_spec(c);
+    const int64_t params = stage_param_count(c, whole);
+    const std::string active =
+        c.has_moe() ? fmt::format(", {} active per token ({})", with_commas(stage_active_param_count(c, whole)),
+                                  percent(static_cast<double>(stage_active_param_count(c, whole)),
+                                          static_cast<double>(params)))
+                    : "";
+    fmt::print("model {}: {} parameters{}\n", c.preset, with_commas(params), active);
     fmt::print("  vocab {}, hidden {}, ffn {}, layers {}, heads {}, kv heads {}, head dim {}, {} embeddings\n",
                c.vocab_size, c.hidden_size, c.ffn_hidden_size, c.num_layers, c.num_heads, c.num_kv_heads,
                c.head_dim(), c.tie_embeddings ? "tied" : "untied");
-    fmt::print("pipeline plan: {} stage(s); memory per stage as `train` checks it before it allocates: f32, AdamW, "
-               "one weight version, one microbatch of {} x {} tokens\n", f.stages, f.micro_batch_size, f.seq_length);
-    fmt::print("  (a schedule adds its weight versions and microbatches in flight; CUDA a bf16 copy of the weights "
-               "and bf16 activations)\n");
-    fmt::print("  optimizer state per parameter: {}\n", state_per_parameter(c));
-    fmt::print("  {:>5}  {:<26} {:>14}  {:>10}  {:>10}  {:>11}  {:>10}  {:>10}\n", "stage", "layers", "parameters",
-               "weights", "gradients", "AdamW state", "act/mb", "total");
+    fmt::print("  moe: {}\n", c.describe_moe());
+    const TokenFlops flops = stage_flops_per_token(c, whole, seq_length);
+    const std::string mlp = c.has_moe() ? fmt::format("the dense blocks' MLP, the MoE blocks' router + {} routed "
+                                                      "experts + shared expert", c.moe.topk)
+                                        : "MLP";
+    fmt::print("  FLOPs per token at seq {}: forward {}, forward + backward {} (active: attention, {}, LM head; "
+               "attention's T x T square uncausal)\n",
+               seq_length, format_flops(flops.forward), format_flops(flops.training()), mlp);
+}
+
+void print_stages(const ModelConfig& c, const InfoFlags& f, const std::vector<StageSpec>& specs) {
+    const TrainOptions o = plan_options(c, f);
+    const StageSpec whole = whole_model_spec(c);
+    const double total_params = static_cast<double>(stage_param_count(c, whole));
+    const double total_flops = stage_flops_per_token(c, whole, f.seq_length).forward;
+    fmt::print("  {:>5}  {:<26} {:>14} {:>7} {:>7}  {:>10}  {:>10}  {:>11}  {:>10}  {:>10}\n", "stage", "layers",
+               "parameters", "params", "FLOPs", "weights", "gradients", "AdamW state", "act/mb", "total");
     for (size_t s = 0; s < specs.size(); ++s) {
         const StageSpec& sp = specs[s];
         std::string layers = fmt::format("{}blocks {}-{}{}", sp.has_embedding ? "embed + " : "", sp.first_block,
                                          sp.end_block - 1, sp.has_head ? " + head" : "");
         const StageMemory m = estimate_cut_memory(o, {sp}, DType::f32);
-        fmt::print("  {:>5}  {:<26} {:>14}  {:>10}  {:>10}  {:>11}  {:>10}  {:>10}\n", s, layers,
-                   with_commas(stage_param_count(c, sp)), format_bytes(m.weights_bytes),
-                   format_bytes(m.gradients_bytes), format_bytes(m.optimizer_bytes),
+        const int64_t params = stage_param_count(c, sp);
+        fmt::print("  {:>5}  {:<26} {:>14} {:>7} {:>7}  {:>10}  {:>10}  {:>11}  {:>10}  {:>10}\n", s, layers,
+                   with_commas(params), percent(static_cast<double>(params), total_params),
+                   percent(stage_flops_per_token(c, sp, f.seq_length).forward, total_flops),
+                   format_bytes(m.weights_bytes), format_bytes(m.gradients_bytes), format_bytes(m.optimizer_bytes),
                    format_bytes(m.activations_bytes), format_bytes(m.total_bytes()));
     }
+}
+
+void print_optimizer_state(const ModelConfig& c, const std::vector<StageSpec>& specs) {
+    fmt::print("optimizer state per stage, by --optimizer (no --delay-fix; ef adds 4 B per parameter):\n");
+    fmt::print("  {:>5}", "stage");
+    for (const std::string_view name : optimizer_names()) fmt::print("  {:>10}", name);
+    fmt::print("\n");
+    for (size_t s = 0; s < specs.size(); ++s) {
+        const ParamLayout layout = StageModel(c, specs[s]).layout();
+        fmt::print("  {:>5}", s);
+        for (const std::string_view name : optimizer_names())
+            fmt::print("  {:>10}", format_bytes(stage_optimizer_state_bytes(named_optimizer(name), DelayFixConfig{},
+                                                                             layout)));
+        fmt::print("\n");
+    }
+}
+
+// Per schedule, what each stage holds at once, read off the schedule's own plan (pipeline/schedule.h), and the
+// stage's memory with it.
+void print_schedules(const ModelConfig& c, const InfoFlags& f, const std::vector<StageSpec>& specs) {
+    const TrainOptions o = plan_options(c, f);
+    const ScheduleKind kinds[] = {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::two_bw,
+                                  ScheduleKind::pipedream};
+    fmt::print("per schedule at --num-microbatches {}: weight versions held (v), microbatches in flight (mb) and the "
+               "stage's total (f32, AdamW):\n", f.num_microbatches);
+    fmt::print("  {:>5}", "stage");
+    for (const ScheduleKind kind : kinds) fmt::print("  {:>22}", schedule_kind_name(kind));
+    fmt::print("\n");
+    std::vector<std::vector<StagePlan>> plans;
+    for (const ScheduleKind kind : kinds) {
+        const ScheduleSpec spec{kind, f.stages, f.num_microbatches, kPlanIterations};
+        try {
+            spec.validate();
+        } catch (const UsageError&) {  // 2bw needs m >= p: no plan, the column says why
+            plans.emplace_back();
+            continue;
+        }
+        plans.push_back(build_schedule(spec));
+    }
+    for (size_t s = 0; s < specs.size(); ++s) {
+        const ParamLayout layout = StageModel(c, specs[s]).layout();
+        fmt::print("  {:>5}", s);
+        for (const std::vector<StagePlan>& plan : plans) {
+            if (plan.empty()) {
+                fmt::print("  {:>22}", "needs m >= p");
+                continue;
+            }
+            const int stage = static_cast<int>(s);
+            const StageLoad load{max_versions_held(plan, stage), max_in_flight(plan, stage)};
+            const StageMemory m = estimate_stage_memory(o, specs[s], layout, load, DType::f32);
+            fmt::print("  {:>22}", fmt::format("{} v {:>3} mb {:>9}", load.versions_held,
+                                               load.microbatches_in_flight, format_bytes(m.total_bytes())));
+        }
+        fmt::print("\n");
+    }
+}
+
+int print_info(const InfoFlags& f) {
+    const ModelConfig c = resolve_model(f.model);
+    const auto specs = partition_model(c, f.stages);
+    if (f.micro_batch_size < 1 || f.seq_length < 1 || f.num_microbatches < 1)
+        throw UsageError(fmt::format("--micro-batch-size, --seq-length and --num-microbatches must be positive, got "
+                                     "{}, {} and {}", f.micro_batch_size, f.seq_length, f.num_microbatches));
+    print_model(c, f.seq_length);
+    fmt::print("pipeline plan: {} stage(s), cut by parameters; memory per stage as `train` checks it before it "
+               "allocates: f32, AdamW, one weight version, one microbatch of {} x {} tokens\n", f.stages,
+               f.micro_batch_size, f.seq_length);
+    fmt::print("  (a schedule adds its weight versions and microbatches in flight, below; CUDA a bf16 copy of the "
+               "weights and bf16 activations)\n");
+    fmt::print("  optimizer state per parameter: {}\n", state_per_parameter(c));
+    print_stages(c, f, specs);
+    print_optimizer_state(c, specs);
+    print_schedules(c, f, specs);
     return 0;
 }
 
 }  // namespace
 
 Command add_info_command(CLI::App& app) {
-    auto* sub = app.add_subcommand("info", "Print the parameter count and the per-stage memory plan");
+    auto* sub = app.add_subcommand("info", "Print the parameters, FLOPs per token and the per-stage memory plan");
     auto flags = std::make_shared<InfoFlags>();
     add_model_flags(*sub, flags->model);
     sub->add_option("--stages", flags->stages, "Pipeline stages to plan for")->capture_default_str();
     sub->add_option("--micro-batch-size", flags->micro_batch_size, "Sequences per microbatch (activation memory)")
         ->capture_default_str();
-    sub->add_option("--seq-length", flags->seq_length, "Tokens per sequence (activation memory)")
+    sub->add_option("--seq-length", flags->seq_length, "Tokens per sequence (activation memory, attention FLOPs)")
+        ->capture_default_str();
+    sub->add_option("--num-microbatches", flags->num_microbatches,
+                    "Microbatches per iteration (what each schedule holds in flight)")
         ->capture_default_str();
     return {sub, [flags] { return print_info(*flags); }};
 }

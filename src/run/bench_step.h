@@ -6,6 +6,9 @@
 
 namespace nb {
 
+// The dense bf16 peak of an H100/H200 SXM in TFLOP/s: what the GPU benchmarks' MFU divides by.
+constexpr double kH100DenseBf16Tflops = 989.0;
+
 struct StepTiming {
     double seconds = 0;        // best of the timed steps
     int64_t tokens = 0;        // per step

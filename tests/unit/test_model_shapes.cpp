@@ -86,7 +86,7 @@ TEST_CASE("preset parameter counts match the published sizes") {
 
 TEST_CASE("stage parameter counts agree with the stage layouts") {
     // Including a tied last stage without the embedding, which holds its own copy of the matrix.
-    for (const char* preset : {"tiny", "tiny-moe", "small", "smollm-135m", "smollm-360m"}) {
+    for (const char* preset : {"tiny", "tiny-moe", "small", "smollm-135m", "smollm-360m", "moe-1b", "moe-10b"}) {
         for (bool flip_tie : {false, true}) {
             ModelConfig c = model_preset(preset);
             if (flip_tie) c.tie_embeddings = !c.tie_embeddings;
@@ -270,7 +270,8 @@ TEST_CASE("partition_model minimises the largest stage (brute force over every c
         int P;
     };
     for (const Case& k : {Case{"smollm-135m", 4}, Case{"smollm-135m", 2}, Case{"smollm-135m", 3},
-                          Case{"smollm-360m", 4}, Case{"tiny", 2}, Case{"tiny", 3}, Case{"small", 4}}) {
+                          Case{"smollm-360m", 4}, Case{"tiny", 2}, Case{"tiny", 3}, Case{"small", 4},
+                          Case{"tiny-moe", 2}, Case{"moe-10b", 4}, Case{"moe-10b", 5}}) {
         CAPTURE(k.preset);
         CAPTURE(k.P);
         const ModelConfig c = model_preset(k.preset);
