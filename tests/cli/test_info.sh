@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# `nobubble info`: moe-10b's total and active parameters and FLOPs per token, its per-stage plan (shares of
+# parameters and active FLOPs, optimizer state per optimizer, and per schedule the weight versions and microbatches
+# in flight: gpipe/1f1b 1 version, 2bw 2, pipedream p - s; gpipe all m microbatches, the others p - s), activations
+# that grow with top-k, a dense model's plan without MoE figures, and bad input.
+source "$(dirname "$0")/lib.sh"
+run_logged 60 moe "$NB" info --model moe-10b --stages 4 --num-microbatches 8
+log="$WORK/moe.log"
+grep -qx 'model moe-10b: 10,165,757,952 parameters, 1,636,116,480 active per token (16.1%)' "$log" \
+  && pass "total and active parameters" || fail "counts: $(head -n 1 "$log")"
+grep -qE '^  moe: blocks 1,2,3,.*,17 experts 64 topk 6 ffn 1408 shared 2816 ' "$log" && pass "the MoE blocks and shape" \
+  || fail "moe line: $(cat "$log")"
+grep -qE '^  FLOPs per token at seq 256: forward [0-9.]+ GFLOP, forward \+ backward [0-9.]+ GFLOP \(active: .*router \+ 6 routed experts \+ shared expert' \
+  "$log" && pass "FLOPs per token, active" || fail "flops: $(cat "$log")"
+# The stage table (each byte figure is two fields, number and unit): four rows whose parameter and FLOP shares each add up to 100%.
+awk '/^  stage +layers/ { on = 1; next } on && $1 ~ /^[0-9]+$/ { n++; p += $(NF - 11); f += $(NF - 10) } on && /^[a-z]/ { on = 0 }
+     END { exit (n == 4 && p > 99.8 && p < 100.2 && f > 99.8 && f < 100.2) ? 0 : 1 }' "$log" \
+  && pass "per stage, shares of parameters and of active FLOPs" || fail "stage table: $(cat "$log")"
+grep -qE '^  stage +adamw +muon +lion +adan +mars +soap$' "$log" && pass "optimizer state per optimizer" \
+  || fail "optimizer table: $(cat "$log")"
+# Per schedule: "V v M mb TOTAL UNIT" (6 fields) for gpipe, 1f1b, 2bw, pipedream.
+awk '/^  stage +gpipe +1f1b +2bw +pipedream$/ { on = 1; next }
+     on && $1 ~ /^[0-9]+$/ { s = $1; ok += ($2 == 1 && $4 == 8 && $8 == 1 && $10 == 4 - s && $14 == 2 && $16 == 4 - s \
+                                           && $20 == 4 - s && $22 == 4 - s); n++ }
+     END { exit (n == 4 && ok == 4) ? 0 : 1 }' "$log" \
+  && pass "versions and microbatches in flight per schedule" || fail "schedule table: $(cat "$log")"
+# Activations: the routed experts' stash grows with k (stage 1 holds MoE blocks only).
+act() { "$NB" info --model moe-10b --stages 4 "$@" | awk '/^  stage +layers/ { on = 1; next } on && $1 == "1" { print $(NF - 3) " " $(NF - 2); exit }'; }
+a2=$(act --moe-router-topk 2) a6=$(act)
+awk -v a="$a2" -v b="$a6" 'BEGIN { split(a, x, " "); split(b, y, " ");
+  u["kB"] = 1e3; u["MB"] = 1e6; u["GB"] = 1e9; u["TB"] = 1e12
+  exit (x[1] * u[x[2]] < y[1] * u[y[2]]) ? 0 : 1 }' && pass "activations per microbatch grow with top-k ($a2 < $a6)" \
+  || fail "activations: top-2 $a2, top-6 $a6"
+run_logged 60 few "$NB" info --model moe-10b --stages 4 --num-microbatches 2
+grep -qE '^      0 .*needs m >= p' "$WORK/few.log" && pass "2bw with m < p says why it has no plan" \
+  || fail "2bw m < p: $(cat "$WORK/few.log")"
+run_logged 60 dense "$NB" info --model tiny --stages 2
+grep -qx 'model tiny: 3,279,104 parameters' "$WORK/dense.log" && grep -qx '  moe: none' "$WORK/dense.log" \
+  && pass "a dense model: no active count, moe: none" || fail "dense: $(head -n 3 "$WORK/dense.log")"
+expect_error 2 "num-microbatches" "$NB" info --model tiny --num-microbatches 0
+expect_error 2 "9 pipeline stages but the model has only 4 layers" "$NB" info --model tiny --stages 9
+finish
