@@ -32,6 +32,7 @@ struct BenchMoeFlags {
     int64_t micro_batch_size = 8;
     int64_t seq_length = 2048;
     int steps = 5;
+    bool profile = false;
 };
 
 // tiny-moe's MoE (8 experts, top-2, expert and shared sizes 3/4 of the hidden size) at hidden size `hidden`.
@@ -88,6 +89,7 @@ int run_bench_moe(const BenchMoeFlags& f) {
     const MoeLayerShape shape = scaled_tiny_moe(f.hidden_size, f.tokens);  // a bad shape fails before the backend
     std::unique_ptr<Ops> ops = make_ops(device);
     print_layer_comparison(*ops, shape, f);
+    if (f.profile) print_moe_layer_profile(*ops, shape);
     if (device == Device::cuda) print_gpu_step(*ops, f);
     return 0;
 }
@@ -119,6 +121,7 @@ Command add_bench_moe_command(CLI::App& bench) {
     sub->add_option("--steps", flags->steps, "GPU step: timed steps (the best is kept)")
         ->capture_default_str()
         ->check(CLI::Range(1, 1000));
+    sub->add_flag("--profile", flags->profile, "Also print where each layer's time goes, op by op");
     return {sub, [flags] { return run_bench_moe(*flags); }};
 }
 

@@ -65,10 +65,13 @@ void print_step_profile(Ops& ops, const ModelConfig& c, int64_t micro_batch_size
     state.step(ops);
     const OpProfiler profiler(ops);
     const double seconds = best_seconds(ops, 1, [&] { state.step(ops); });
-    const std::vector<OpTime> report = profiler.report();
+    print_op_profile("one step", seconds, profiler.report());
+}
+
+void print_op_profile(const std::string& what, double seconds, const std::vector<OpTime>& report) {
     double total = 0;
     for (const auto& t : report) total += t.seconds;
-    fmt::print("  op profile of one step ({:.1f} ms with a synchronisation around every op; ops sum to {:.1f} ms):\n",
+    fmt::print("  op profile of {} ({:.1f} ms with a synchronisation around every op; ops sum to {:.1f} ms):\n", what,
                seconds * 1e3, total * 1e3);
     fmt::print("    {:<26} {:>7} {:>10} {:>7}\n", "op", "calls", "ms", "share");
     for (const auto& t : report)

@@ -1,7 +1,11 @@
 // Timing one training step (forward, backward, AdamW, weight refresh) on any backend, for the benchmarks.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "model/config.h"
+#include "src/ops/op_profiler.h"
 #include "src/ops/ops.h"
 
 namespace nb {
@@ -22,6 +26,9 @@ StepTiming time_training_step(Ops& ops, const ModelConfig& config, int64_t micro
 
 // One step with every op timed (src/ops/op_profiler.h): where its time goes, largest first, as a table.
 void print_step_profile(Ops& ops, const ModelConfig& config, int64_t micro_batch_size, int64_t seq_len);
+
+// The table print_step_profile prints: `report` (an OpProfiler's) of `what`, which took `seconds` profiled.
+void print_op_profile(const std::string& what, double seconds, const std::vector<OpTime>& report);
 
 // Muon's Newton-Schulz over every hidden matrix of the model, batched by shape as Muon::step does it, on the
 // initial weights (random matrices of the right shapes): one warm-up (cuBLASLt plans), then the best of `reps`,

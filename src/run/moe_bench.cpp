@@ -83,42 +83,74 @@ double busiest_load(const Tensor& expert_offsets) {
     return static_cast<double>(busiest) * static_cast<double>(E) / static_cast<double>(off[E]);
 }
 
+// Both layers with their weights, gradients, input and output gradient: one forward + backward of either.
+class LayerPair {
+public:
+    LayerPair(Ops& ops, const MoeLayerShape& shape)
+        : ops_(ops),
+          moe_(shape.hidden, shape.moe, "moe", moe_layout_),
+          dense_(shape.hidden, shape.dense_ffn_hidden_size(), dense_layout_),
+          moe_state_(ops, moe_layout_, 1),
+          dense_state_(ops, dense_layout_, 2),
+          h_(random_activation(ops, shape.tokens, shape.hidden, 3)),
+          dout_(random_activation(ops, shape.tokens, shape.hidden, 4)) {
+        batch_.batch_size = shape.tokens;  // the feed-forward reads only h; the shape for completeness
+        batch_.seq_len = 1;
+    }
+
+    void run_moe() {
+        const LayerContext ctx{ops_, moe_state_.compute, &moe_state_.grads, batch_};
+        Stash stash;
+        expert_offsets_ = moe_.forward(ctx, h_, Tensor{}, &stash).expert_offsets;
+        moe_.backward(ctx, dout_, 1.0f, stash);
+    }
+    void run_dense() { dense_.forward_backward(ops_, dense_state_.compute, dense_state_.grads, h_, dout_); }
+    // Of the last MoE forward.
+    double busiest_expert_load() const { return busiest_load(expert_offsets_); }
+
+private:
+    Ops& ops_;
+    ParamLayout moe_layout_, dense_layout_;
+    MoeFeedForward moe_;
+    DenseSwiGlu dense_;
+    LayerState moe_state_, dense_state_;
+    Tensor h_, dout_, expert_offsets_;
+    Microbatch batch_;
+};
+
 }  // namespace
 
 MoeLayerTiming time_moe_layer(Ops& ops, const MoeLayerShape& shape, int reps) {
-    const int64_t N = shape.tokens, d = shape.hidden, F = shape.dense_ffn_hidden_size();
-    ParamLayout moe_layout, dense_layout;
-    const MoeFeedForward moe(d, shape.moe, "moe", moe_layout);
-    const DenseSwiGlu dense(d, F, dense_layout);
-    LayerState moe_state(ops, moe_layout, 1), dense_state(ops, dense_layout, 2);
-    const Tensor h = random_activation(ops, N, d, 3), dout = random_activation(ops, N, d, 4);
-    Microbatch batch;  // the feed-forward reads only h; the shape for completeness
-    batch.batch_size = N;
-    batch.seq_len = 1;
-    const LayerContext ctx{ops, moe_state.compute, &moe_state.grads, batch};
-
+    LayerPair layers(ops, shape);
+    layers.run_moe();  // warm-up: caches, the backend's plans
+    layers.run_dense();
     MoeLayerTiming t;
-    Tensor expert_offsets;  // of the last forward, read after the timing
-    auto run_moe = [&] {
-        Stash stash;
-        expert_offsets = moe.forward(ctx, h, Tensor{}, &stash).expert_offsets;
-        moe.backward(ctx, dout, 1.0f, stash);
-    };
-    auto run_dense = [&] { dense.forward_backward(ops, dense_state.compute, dense_state.grads, h, dout); };
-    run_moe();  // warm-up: caches, the backend's plans
-    run_dense();
     t.moe_s = t.dense_s = 1e30;
     for (int r = 0; r < reps; ++r) {
-        t.moe_s = std::min(t.moe_s, best_seconds(ops, 1, run_moe));
-        t.dense_s = std::min(t.dense_s, best_seconds(ops, 1, run_dense));
+        t.moe_s = std::min(t.moe_s, best_seconds(ops, 1, [&] { layers.run_moe(); }));
+        t.dense_s = std::min(t.dense_s, best_seconds(ops, 1, [&] { layers.run_dense(); }));
     }
-    t.busiest_expert_load = busiest_load(expert_offsets);
+    t.busiest_expert_load = layers.busiest_expert_load();
     // Forward + backward = 3 x the forward's 2 FLOPs per matrix parameter per token.
-    const double rows = static_cast<double>(N), dd = static_cast<double>(d);
-    const double routed_and_shared = 3 * dd * static_cast<double>(F);
-    t.moe_flops = 6 * rows * (static_cast<double>(shape.moe.num_experts) * dd + routed_and_shared);
+    const double rows = static_cast<double>(shape.tokens), d = static_cast<double>(shape.hidden);
+    const double routed_and_shared = 3 * d * static_cast<double>(shape.dense_ffn_hidden_size());
+    t.moe_flops = 6 * rows * (static_cast<double>(shape.moe.num_experts) * d + routed_and_shared);
     t.dense_flops = 6 * rows * routed_and_shared;
     return t;
+}
+
+void print_moe_layer_profile(Ops& ops, const MoeLayerShape& shape) {
+    LayerPair layers(ops, shape);
+    layers.run_moe();
+    layers.run_dense();
+    {
+        const OpProfiler profiler(ops);
+        const double seconds = best_seconds(ops, 1, [&] { layers.run_moe(); });
+        print_op_profile("the MoE layer's forward + backward", seconds, profiler.report());
+    }
+    const OpProfiler profiler(ops);
+    const double seconds = best_seconds(ops, 1, [&] { layers.run_dense(); });
+    print_op_profile("the dense MLP's forward + backward", seconds, profiler.report());
 }
 
 }  // namespace nb

@@ -33,4 +33,7 @@ struct MoeLayerTiming {
 // and output gradient N(0, 1), all from fixed seeds.
 MoeLayerTiming time_moe_layer(Ops& ops, const MoeLayerShape& shape, int reps);
 
+// One more forward + backward of each with every op timed (src/ops/op_profiler.h), printed as two tables.
+void print_moe_layer_profile(Ops& ops, const MoeLayerShape& shape);
+
 }  // namespace nb

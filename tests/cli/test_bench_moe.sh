@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `nobubble bench moe` on a small shape (the figures are the benchmark's business, not a test's): it names the shape,
 # prints a row for the MoE layer and one for the dense MLP of the same active FLOPs, and the target line whose
-# ratio is the two rows' times measured in that run; on CUDA it times a training step or says in one error line
-# why not. Bad flags are usage errors.
+# ratio is the two rows' times measured in that run; --profile adds both layers' op tables; on CUDA it times a
+# training step or says in one error line why not. Bad flags are usage errors.
 source "$(dirname "$0")/lib.sh"
 timeout -k 5 120 "$NB" bench moe --hidden-size 64 --tokens 256 --reps 2 >"$WORK/bench.log" 2>&1 \
   || fail "bench moe: $(cat "$WORK/bench.log")"
@@ -20,6 +20,13 @@ awk '$1 == "moe" { moe_ms = $2; moe_gf = $3 } $1 == "dense" { dense_ms = $2; den
      END { r = dense_ms / moe_ms; ok = ratio > 0 && (r - ratio) ^ 2 <= (0.03 * ratio + 0.02) ^ 2 && moe_gf >= dense_gf
            exit ok ? 0 : 1 }' "$WORK/bench.log" \
   && pass "the ratio is dense_time / moe_time of the same run" || fail "ratio: $(cat "$WORK/bench.log")"
+# --profile: where each layer's time goes, the MoE layer's grouped GEMMs among it.
+timeout -k 5 120 "$NB" bench moe --hidden-size 64 --tokens 256 --reps 1 --profile >"$WORK/profile.log" 2>&1 \
+  || fail "bench moe --profile: $(cat "$WORK/profile.log")"
+grep -qE "^  op profile of the MoE layer's forward \+ backward " "$WORK/profile.log" \
+  && grep -qE '^    moe_grouped_linear_forward +3 ' "$WORK/profile.log" \
+  && grep -qE "^  op profile of the dense MLP's forward \+ backward " "$WORK/profile.log" \
+  && pass "--profile: both layers op by op" || fail "profile: $(cat "$WORK/profile.log")"
 # CUDA: a training step's tokens/s and MFU, or one error line (no GPU, no CUDA in this build, MoE kernels not built).
 rc=0
 timeout -k 5 120 "$NB" bench moe --device cuda --hidden-size 64 --tokens 256 --reps 1 --gpu-model tiny-moe \
