@@ -26,8 +26,9 @@ struct InfoFlags {
     int64_t num_microbatches = 8;
 };
 
-// Iterations each schedule is built for: enough for 2bw's and pipedream's steady state (the most they hold).
-constexpr int64_t kPlanIterations = 3;
+// Iterations each schedule is built for: enough for 2bw's and pipedream's steady state, where they hold the most
+// (pipedream's needs more than 2 p microbatches in all: the warm-up of p, then a full round of 1F1B).
+int64_t plan_iterations(int stages, int64_t microbatches) { return 3 + (2 * stages + microbatches - 1) / microbatches; }
 
 std::string with_commas(int64_t n) {
     std::string digits = std::to_string(n), out;
@@ -150,7 +151,7 @@ void print_schedules(const ModelConfig& c, const InfoFlags& f, const std::vector
     fmt::print("\n");
     std::vector<std::vector<StagePlan>> plans;
     for (const ScheduleKind kind : kinds) {
-        const ScheduleSpec spec{kind, f.stages, f.num_microbatches, kPlanIterations};
+        const ScheduleSpec spec{kind, f.stages, f.num_microbatches, plan_iterations(f.stages, f.num_microbatches)};
         try {
             spec.validate();
         } catch (const UsageError&) {  // 2bw needs m >= p: no plan, the column says why

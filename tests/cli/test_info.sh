@@ -31,9 +31,12 @@ awk -v a="$a2" -v b="$a6" 'BEGIN { split(a, x, " "); split(b, y, " ");
   u["kB"] = 1e3; u["MB"] = 1e6; u["GB"] = 1e9; u["TB"] = 1e12
   exit (x[1] * u[x[2]] < y[1] * u[y[2]]) ? 0 : 1 }' && pass "activations per microbatch grow with top-k ($a2 < $a6)" \
   || fail "activations: top-2 $a2, top-6 $a6"
-run_logged 60 few "$NB" info --model moe-10b --stages 4 --num-microbatches 2
+run_logged 60 few "$NB" info --model moe-10b --stages 4 --num-microbatches 1
 grep -qE '^      0 .*needs m >= p' "$WORK/few.log" && pass "2bw with m < p says why it has no plan" \
   || fail "2bw m < p: $(cat "$WORK/few.log")"
+# One microbatch per iteration: pipedream still reaches its steady state (p - s versions) over enough iterations.
+grep -qE '^      0 .* 4 v +4 mb +[0-9.]+ [kMGT]?B$' "$WORK/few.log" && pass "pipedream at m = 1 holds p versions on stage 0" \
+  || fail "pipedream m = 1: $(cat "$WORK/few.log")"
 run_logged 60 dense "$NB" info --model tiny --stages 2
 grep -qx 'model tiny: 3,279,104 parameters' "$WORK/dense.log" && grep -qx '  moe: none' "$WORK/dense.log" \
   && pass "a dense model: no active count, moe: none" || fail "dense: $(head -n 3 "$WORK/dense.log")"
