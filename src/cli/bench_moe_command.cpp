@@ -61,8 +61,8 @@ void print_layer_comparison(Ops& ops, const MoeLayerShape& shape, const BenchMoe
                m.shared_ffn_hidden_size);
     const MoeLayerTiming t = time_moe_layer(ops, shape, f.reps);
     fmt::print("  {:<6} {:>10} {:>8} {:>10}\n", "layer", "ms", "GFLOP", "GFLOP/s");
-    fmt::print("  {:<6} {:>10.2f} {:>8.2f} {:>10.1f}   (router included; busiest expert {:.2f} x the mean load)\n", "moe",
-               t.moe_s * 1e3, t.moe_flops / 1e9, t.moe_flops / t.moe_s / 1e9, t.busiest_expert_load);
+    fmt::print("  {:<6} {:>10.2f} {:>8.2f} {:>10.1f}   (router included; busiest expert {:.2f} x the mean load)\n",
+               "moe", t.moe_s * 1e3, t.moe_flops / 1e9, t.moe_flops / t.moe_s / 1e9, t.busiest_expert_load);
     fmt::print("  {:<6} {:>10.2f} {:>8.2f} {:>10.1f}\n", "dense", t.dense_s * 1e3, t.dense_flops / 1e9,
                t.dense_flops / t.dense_s / 1e9);
     const double ratio = t.dense_s / t.moe_s;
