@@ -231,7 +231,7 @@ void CudaOps::linear_forward(Tensor& y, const Tensor& x, const Tensor& w) {
         return;
     }
     lt_gemm(context(), CUBLAS_OP_T, CUBLAS_OP_N, /*m=*/d.out, /*n=*/d.n, /*k=*/d.in, w.data(), d.in, x.data(), d.in,
-         y.data(), d.out, CUDA_R_16BF, CUDA_R_16BF, 0.0f);
+            y.data(), d.out, CUDA_R_16BF, CUDA_R_16BF, 0.0f);
 }
 
 // dx[n, i] += sum_o dy[n, o] * w[o, i]   (bf16 dx: f32 accumulate of the product plus dx, one rounding)
@@ -253,12 +253,12 @@ void CudaOps::linear_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Te
         const int64_t count = d.n * d.in;
         float* product = static_cast<float*>(context().scratch(static_cast<size_t>(count) * sizeof(float)));
         lt_gemm(context(), CUBLAS_OP_N, CUBLAS_OP_N, /*m=*/d.in, /*n=*/d.n, /*k=*/d.out, w.data(), d.in, dy.data(),
-             d.out, product, d.in, CUDA_R_16BF, CUDA_R_32F, 0.0f);
+                d.out, product, d.in, CUDA_R_16BF, CUDA_R_32F, 0.0f);
         add_f32_into_bf16(context(), static_cast<bf16*>(dx.data()), product, count);
     }
     if (dw.defined())
-        lt_gemm(context(), CUBLAS_OP_N, CUBLAS_OP_T, /*m=*/d.in, /*n=*/d.out, /*k=*/d.n, x.data(), d.in, dy.data(), d.out,
-             dw.data(), d.in, CUDA_R_16BF, CUDA_R_32F, 1.0f);
+        lt_gemm(context(), CUBLAS_OP_N, CUBLAS_OP_T, /*m=*/d.in, /*n=*/d.out, /*k=*/d.n, x.data(), d.in, dy.data(),
+                d.out, dw.data(), d.in, CUDA_R_16BF, CUDA_R_32F, 1.0f);
 }
 
 namespace {

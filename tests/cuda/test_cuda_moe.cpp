@@ -12,8 +12,9 @@
 // - the dispatch plan (integers: the same stable counting sort), the permutation (a bf16 copy), the permute
 //   backward (the CPU's f32 sum in the same order, rounded once to bf16) and the bias update (exact signs);
 // - the aux loss's gradient (the same double expression per expert, then one f32 add).
-// Tolerances elsewhere (u = 2^-24): probabilities and gates 16 u relative (CUDA's expf errs by <= 2 ulps, the
-// std::exp by < 1, then one division and one rounding); bf16 outputs the bf16 rounding (kBf16Rtol, as
+// Tolerances elsewhere (u = 2^-24): probabilities and gates 64 u relative (CUDA's expf errs by <= 2 ulps, the
+// CPU's by < 1, carried into the double total; then the division, a renorm's second division and the roundings:
+// <= ~30 u together, doubled); bf16 outputs the bf16 rounding (kBf16Rtol, as
 // test_cuda_layers_ops.cpp) plus a small atol for values that cancel; GEMMs the Higham bound of
 // test_cuda_basic.cpp's linear test, from the CPU's product of |inputs|. A wrong index or a lost term makes
 // errors of the size of the values themselves, far above all of these.
@@ -36,7 +37,7 @@ namespace {
 
 constexpr double kU = 0x1p-24;      // f32 unit roundoff
 constexpr double kBf16Rtol = 1e-2;  // one bf16 rounding (2^-8) with room for f32 differences
-constexpr double kProbRtol = 16 * kU;
+constexpr double kProbRtol = 64 * kU;  // see the header
 
 // A host f32 tensor of the given values.
 Tensor f32_host(const Shape& shape, const std::vector<float>& values) {
@@ -482,9 +483,10 @@ TEST_CASE("moe ops reject wrong dtypes") {
 namespace {
 
 // MoeFeedForward on both backends from the same weights. The router's logits are made exact in bf16 (below), so
-// both backends pick the same experts; everything after is compared at bf16 precision: relative Frobenius error
-// <= 2% per tensor (a chain of ~6 bf16 roundings, each <= 0.4%), while a wrong index or a lost term errs by
-// order 1.
+// both backends pick the same experts; everything after is compared at bf16 precision, as the whole-model test
+// (test_cuda_model.cpp): relative Frobenius error <= 5% per tensor (a chain of ~6 bf16 roundings, each <= 0.4%,
+// and the softmax backward's p (dp - p.dp) can cancel for a peaked router), while a wrong index or a lost term
+// errs by order 1.
 void check_moe_layer(const MoeConfig& config, const Tensor& bias_host, uint64_t seed) {
     CudaOps& gpu = cuda_ops();
     CpuOps cpu;
@@ -494,7 +496,8 @@ void check_moe_layer(const MoeConfig& config, const Tensor& bias_host, uint64_t 
     TensorSet weights = TensorSet::zeros(layout);
     for (int i = 0; i < layout.size(); ++i) {
         Tensor& t = weights[i];
-        const Tensor r = bf16_randn(t.shape(), seed + static_cast<uint64_t>(i), 1.0f / std::sqrt(static_cast<float>(t.dim(1))));
+        const float stddev = 1.0f / std::sqrt(static_cast<float>(t.dim(1)));
+        const Tensor r = bf16_randn(t.shape(), seed + static_cast<uint64_t>(i), stddev);
         std::memcpy(t.data(), r.data(), t.bytes());
     }
     // layers.0.moe.router.weight [E, d]: only columns 0 and 1, small integers; h[:, 0:2] integers in [-3, 3].
@@ -511,7 +514,8 @@ void check_moe_layer(const MoeConfig& config, const Tensor& bias_host, uint64_t 
     Tensor h = bf16_randn({n, d}, seed + 1000);
     Rng rng(seed + 1001);
     for (int64_t t = 0; t < n; ++t)
-        for (int64_t c = 0; c < 2; ++c) h.f32()[t * d + c] = static_cast<float>(static_cast<int64_t>(rng.below(7)) - 3);
+        for (int64_t c = 0; c < 2; ++c)
+            h.f32()[t * d + c] = static_cast<float>(static_cast<int64_t>(rng.below(7)) - 3);
     const Tensor dout = bf16_randn({n, d}, seed + 1002);
     const Microbatch none_batch{};
 
@@ -532,19 +536,20 @@ void check_moe_layer(const MoeConfig& config, const Tensor& bias_host, uint64_t 
     check_bitwise_equal(gpu_stash.saved.at(2), cpu_stash.saved.at(2), "the same experts (stash: topk_expert)");
     check_bitwise_equal(gpu_out.expert_offsets, cpu_out.expert_offsets, "the same expert offsets");
     check_close(gpu_out.aux_loss, cpu_out.aux_loss, 1e-12, 1e-5, "aux loss");
-    CHECK(relative_frobenius(gpu_out.out, cpu_out.out) <= 0.02);
-    CHECK(relative_frobenius(gpu_dh, cpu_dh) <= 0.02);
+    CHECK(relative_frobenius(gpu_out.out, cpu_out.out) <= 0.05);
+    CHECK(relative_frobenius(gpu_dh, cpu_dh) <= 0.05);
     for (int i = 0; i < layout.size(); ++i) {
         const double err = relative_frobenius(gpu_grads[i], cpu_grads[i]);
         INFO(layout[i].name << ": relative Frobenius error " << err);
-        CHECK(err <= 0.02);
+        CHECK(err <= 0.05);
     }
 }
 
 }  // namespace
 
 TEST_CASE("MoeFeedForward on CUDA matches the CPU: output, aux loss, input and every parameter gradient") {
-    // top-2 of 8 with a shared expert and the aux loss; rows of h with h[:, 0] = 0 tie all experts (-> 0, 1).
+    // top-2 of 8 with a shared expert and the aux loss; rows with h[:, 0:2] = 0 tie all experts (-> 0, 1), others
+    // tie some.
     CHECK_NOTHROW(check_moe_layer({8, 2, 48, 32, 0.01, false}, {}, 120));
     // k = E = 4 with renorm, a bias that reorders the slots (2 apart: it alone decides the order), no shared expert.
     CHECK_NOTHROW(check_moe_layer({4, 4, 40, 0, 0.1, true}, f32_host({4}, {2, 6, 0, 4}), 130));
