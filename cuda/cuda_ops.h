@@ -3,10 +3,10 @@
 //
 // Each op family lives in its own .cu file under cuda/ (linear.cu: cuBLASLt; attention.cu: the hand-written
 // kernels, attention_cudnn.cu: cuDNN's fused attention; rmsnorm.cu; rope.cu; swiglu.cu; embedding.cu;
-// cross_entropy.cu; elementwise.cu; the optimizers: adamw_multi.cu, lion.cu, adan.cu, mars.cu, muon.cu,
-// newton_schulz.cu (batched cuBLASLt), soap.cu, linalg.cu (cuBLAS f32 + cuSOLVER)), and the math of each kernel
-// is written beside it. All kernels run on one stream (CudaContext::stream); host-side results (sum,
-// sum_squares) synchronise it.
+// cross_entropy.cu; elementwise.cu; the MoE ops: moe_*.cu; the optimizers: adamw_multi.cu, lion.cu, adan.cu,
+// mars.cu, muon.cu, newton_schulz.cu (batched cuBLASLt), soap.cu, linalg.cu (cuBLAS f32 + cuSOLVER)), and the
+// math of each kernel is written beside it. All kernels run on one stream (CudaContext::stream); host-side
+// results (sum, sum_squares) and host-side shapes (the MoE grouped linear's expert offsets) synchronise it.
 //
 // Determinism: fixed launch shapes and fixed reduction orders, no floating-point atomics, so a run gives the
 // same bits every time on the same GPU model (and cuDNN version: its attention backward is built in cuDNN's
@@ -58,7 +58,9 @@ public:
     void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets,
                                 float dloss) override;
 
-    // ---- MoE (src/ops/ops.h): not built yet, each throws UsageError (cuda/moe_not_built.cu; issue 12) ----
+    // ---- MoE (src/ops/ops.h; DESIGN.md section 7): cuda/moe_router.cu (router, top-k), moe_aux_loss.cu (aux
+    // loss, expert bias update), moe_dispatch.cu (plan, permutation), moe_grouped_linear.cu (per-expert cuBLASLt
+    // GEMMs), moe_combine.cu. probs, gates, the aux loss and the bias f32; the maps i32; the rest bf16 ----
     void moe_router_forward(Tensor& probs, Tensor& topk_expert, Tensor& topk_gate, const Tensor& logits,
                             const Tensor& expert_bias, bool renorm) override;
     void moe_router_backward(Tensor& dlogits, const Tensor& dprobs, const Tensor& dgate, const Tensor& probs,
@@ -77,6 +79,7 @@ public:
                              const Tensor& row_of_pair) override;
     void moe_combine_backward(Tensor& dexpert_out, Tensor& dgate, const Tensor& dy, const Tensor& expert_out,
                               const Tensor& topk_gate, const Tensor& row_of_pair) override;
+    void moe_expert_bias_update(Tensor& expert_bias, const Tensor& expert_load, float rate) override;
 
     void add_inplace(Tensor& a, const Tensor& b) override;
     void scale_inplace(Tensor& a, float s) override;

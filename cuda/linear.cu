@@ -44,6 +44,7 @@
 #include "cuda/cuda_ops.h"
 #include "cuda/describe.h"
 #include "cuda/gemm_bench.h"
+#include "cuda/lt_gemm.h"
 #include "src/ops/layer_checks.h"
 
 namespace nb::cuda {
@@ -176,10 +177,12 @@ const GemmPlan& get_plan(CudaContext& ctx, const GemmKey& key) {
     return cache.plans.emplace(key, plan).first->second;
 }
 
+}  // namespace
+
 // D = alpha op(A) op(B) + beta C with C = D (in place), shapes as in GemmKey. alpha = 1.
-void gemm(CudaContext& ctx, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
-          const void* a, int64_t lda, const void* b, int64_t ldb, void* c, int64_t ldc, cudaDataType_t ab_type,
-          cudaDataType_t cd_type, float beta) {
+void lt_gemm(CudaContext& ctx, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
+             const void* a, int64_t lda, const void* b, int64_t ldb, void* c, int64_t ldc, cudaDataType_t ab_type,
+             cudaDataType_t cd_type, float beta) {
     GemmKey key{ta,
                 tb,
                 static_cast<uint64_t>(m),
@@ -200,39 +203,35 @@ void gemm(CudaContext& ctx, cublasOperation_t ta, cublasOperation_t tb, int64_t 
                                 &plan.algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
 }
 
-// This backend's dtype and device, after the shapes (the CPU's rule, src/ops/layer_checks.h).
-void require(const char* op, const char* name, const Tensor& t, DType dtype) {
-    if (t.device() != Device::cuda || t.dtype() != dtype)
-        throw std::invalid_argument(std::string(op) + ": " + name + " must be a " + dtype_name(dtype) +
-                                    " CUDA tensor, got " + describe(t));
-}
-
-}  // namespace
-
-// y[n, o] = sum_i x[n, i] * w[o, i]   (bf16 in, f32 accumulate, bf16 out)
 namespace {
 
 // acc[i] = bf16(f32(acc[i]) + add[i]): the single rounding of a bf16 accumulation.
-__global__ void add_f32_into_bf16(bf16* acc, const float* add, int64_t n) {
+__global__ void add_f32_into_bf16_kernel(bf16* acc, const float* add, int64_t n) {
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n) acc[i] = to_bf16(__fadd_rn(to_f32(acc[i]), add[i]));
 }
 
 }  // namespace
 
+void add_f32_into_bf16(CudaContext& ctx, bf16* acc, const float* add, int64_t n) {
+    add_f32_into_bf16_kernel<<<blocks_for(n, 256), 256, 0, ctx.stream>>>(acc, add, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+// y[n, o] = sum_i x[n, i] * w[o, i]   (bf16 in, f32 accumulate, bf16 out)
 void CudaOps::linear_forward(Tensor& y, const Tensor& x, const Tensor& w) {
     const OpTimer timer(*this, "linear_forward");
     const LinearDims d = check_linear_forward(y, x, w);
-    require("linear_forward", "y", y, DType::bf16);
-    require("linear_forward", "x", x, DType::bf16);
-    require("linear_forward", "w", w, DType::bf16);
+    require_cuda("linear_forward", "y", y, DType::bf16);
+    require_cuda("linear_forward", "x", x, DType::bf16);
+    require_cuda("linear_forward", "w", w, DType::bf16);
     if (d.n == 0 || d.out == 0) return;
     if (d.in == 0) {  // an empty sum
         y.zero();
         return;
     }
-    gemm(context(), CUBLAS_OP_T, CUBLAS_OP_N, /*m=*/d.out, /*n=*/d.n, /*k=*/d.in, w.data(), d.in, x.data(), d.in,
-         y.data(), d.out, CUDA_R_16BF, CUDA_R_16BF, 0.0f);
+    lt_gemm(context(), CUBLAS_OP_T, CUBLAS_OP_N, /*m=*/d.out, /*n=*/d.n, /*k=*/d.in, w.data(), d.in, x.data(), d.in,
+            y.data(), d.out, CUDA_R_16BF, CUDA_R_16BF, 0.0f);
 }
 
 // dx[n, i] += sum_o dy[n, o] * w[o, i]   (bf16 dx: f32 accumulate of the product plus dx, one rounding)
@@ -240,11 +239,11 @@ void CudaOps::linear_forward(Tensor& y, const Tensor& x, const Tensor& w) {
 void CudaOps::linear_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w) {
     const OpTimer timer(*this, "linear_backward");
     const LinearDims d = check_linear_backward(dx, dw, dy, x, w);
-    require("linear_backward", "dy", dy, DType::bf16);
-    require("linear_backward", "x", x, DType::bf16);
-    require("linear_backward", "w", w, DType::bf16);
-    if (dx.defined()) require("linear_backward", "dx", dx, DType::bf16);
-    if (dw.defined()) require("linear_backward", "dw", dw, DType::f32);
+    require_cuda("linear_backward", "dy", dy, DType::bf16);
+    require_cuda("linear_backward", "x", x, DType::bf16);
+    require_cuda("linear_backward", "w", w, DType::bf16);
+    if (dx.defined()) require_cuda("linear_backward", "dx", dx, DType::bf16);
+    if (dw.defined()) require_cuda("linear_backward", "dw", dw, DType::f32);
     if (d.n == 0 || d.in == 0 || d.out == 0) return;  // every sum is empty: nothing to add
     if (dx.defined()) {
         // dx += dy W with ONE rounding to bf16: the product goes to an f32 scratch (beta 0), then one kernel adds
@@ -253,15 +252,13 @@ void CudaOps::linear_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Te
         // when dx and the product cancel).
         const int64_t count = d.n * d.in;
         float* product = static_cast<float*>(context().scratch(static_cast<size_t>(count) * sizeof(float)));
-        gemm(context(), CUBLAS_OP_N, CUBLAS_OP_N, /*m=*/d.in, /*n=*/d.n, /*k=*/d.out, w.data(), d.in, dy.data(),
-             d.out, product, d.in, CUDA_R_16BF, CUDA_R_32F, 0.0f);
-        add_f32_into_bf16<<<blocks_for(count, 256), 256, 0, context().stream>>>(static_cast<bf16*>(dx.data()),
-                                                                                 product, count);
-        CUDA_CHECK_LAUNCH();
+        lt_gemm(context(), CUBLAS_OP_N, CUBLAS_OP_N, /*m=*/d.in, /*n=*/d.n, /*k=*/d.out, w.data(), d.in, dy.data(),
+                d.out, product, d.in, CUDA_R_16BF, CUDA_R_32F, 0.0f);
+        add_f32_into_bf16(context(), static_cast<bf16*>(dx.data()), product, count);
     }
     if (dw.defined())
-        gemm(context(), CUBLAS_OP_N, CUBLAS_OP_T, /*m=*/d.in, /*n=*/d.out, /*k=*/d.n, x.data(), d.in, dy.data(), d.out,
-             dw.data(), d.in, CUDA_R_16BF, CUDA_R_32F, 1.0f);
+        lt_gemm(context(), CUBLAS_OP_N, CUBLAS_OP_T, /*m=*/d.in, /*n=*/d.out, /*k=*/d.n, x.data(), d.in, dy.data(),
+                d.out, dw.data(), d.in, CUDA_R_16BF, CUDA_R_32F, 1.0f);
 }
 
 namespace {

@@ -91,5 +91,11 @@ if ! skip train; then
     note "train --device cuda --optimizer $run: exit $?"
     tail -n 4 "$out/$name" | tee -a "$summary"
   done
+  # MoE blocks on the GPU (cuda/moe_*.cu; issue 12): tiny-moe with Muon, each expert's matrices its own.
+  timeout 120 "$build/nobubble" train --device cuda --model tiny-moe --data "$build/corpus.txt" --optimizer muon \
+    --lr 2e-2 --lr-warmup-iters 10 --train-iters 100 --micro-batch-size 16 --seq-length 256 --eval-interval 50 \
+    --eval-iters 4 --log-interval 25 >"$out/train_cuda_moe.txt" 2>&1
+  note "train --device cuda --model tiny-moe: exit $?"
+  tail -n 4 "$out/train_cuda_moe.txt" | tee -a "$summary"
 fi
 note "done"

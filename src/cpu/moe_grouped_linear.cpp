@@ -10,33 +10,17 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <stdexcept>
-
-#include <fmt/format.h>
 
 #include "src/cpu/cpu_ops.h"
 #include "src/ops/layer_checks.h"
 
 namespace nb {
 
-namespace {
-
-// The offsets must be a partition of the R rows: 0 = off[0] <= off[1] <= ... <= off[E] = R.
-void check_offsets(const char* op, const Tensor& expert_offsets, int64_t rows) {
-    const int32_t* off = expert_offsets.i32();
-    const int64_t experts = expert_offsets.numel() - 1;
-    bool ok = off[0] == 0 && off[experts] == rows;
-    for (int64_t e = 0; ok && e < experts; ++e) ok = off[e] <= off[e + 1];
-    if (!ok) throw std::invalid_argument(fmt::format("{}: expert_offsets are not a partition of the {} rows", op, rows));
-}
-
-}  // namespace
-
 void CpuOps::moe_grouped_linear_forward(Tensor& y, const Tensor& x, const std::vector<const Tensor*>& w,
                                         const Tensor& expert_offsets) {
     const OpTimer timer(*this, "moe_grouped_linear_forward");
     const LinearDims d = check_moe_grouped_linear_forward(y, x, w, expert_offsets);
-    check_offsets("moe_grouped_linear_forward", expert_offsets, d.n);
+    check_moe_offsets_partition("moe_grouped_linear_forward", expert_offsets.i32(), expert_offsets.numel() - 1, d.n);
     if (d.out == 0) return;
     const int32_t* off = expert_offsets.i32();
     for (size_t e = 0; e < w.size(); ++e) {
@@ -57,7 +41,7 @@ void CpuOps::moe_grouped_linear_backward(Tensor& dx, const std::vector<Tensor*>&
                                          const Tensor& expert_offsets) {
     const OpTimer timer(*this, "moe_grouped_linear_backward");
     const LinearDims d = check_moe_grouped_linear_backward(dx, dw, dy, x, w, expert_offsets);
-    check_offsets("moe_grouped_linear_backward", expert_offsets, d.n);
+    check_moe_offsets_partition("moe_grouped_linear_backward", expert_offsets.i32(), expert_offsets.numel() - 1, d.n);
     if (d.in == 0 || d.out == 0) return;  // every sum is empty
     const int32_t* off = expert_offsets.i32();
     for (size_t e = 0; e < w.size(); ++e) {

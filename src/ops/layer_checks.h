@@ -88,5 +88,10 @@ LinearDims check_moe_grouped_linear_forward(const Tensor& y, const Tensor& x, co
 LinearDims check_moe_grouped_linear_backward(const Tensor& dx, const std::vector<Tensor*>& dw, const Tensor& dy,
                                              const Tensor& x, const std::vector<const Tensor*>& w,
                                              const Tensor& expert_offsets);
+// The one check on data, not shapes: the offsets (a host copy of them) partition the R rows,
+// 0 = off[0] <= off[1] <= ... <= off[E] = R; std::invalid_argument naming `op` otherwise.
+void check_moe_offsets_partition(const char* op, const int32_t* host_offsets, int64_t experts, int64_t rows);
+// expert_bias and expert_load both [E] with E > 0; returns E.
+int64_t check_moe_expert_bias_update(const Tensor& expert_bias, const Tensor& expert_load);
 
 }  // namespace nb

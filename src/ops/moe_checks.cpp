@@ -148,4 +148,18 @@ LinearDims check_moe_grouped_linear_backward(const Tensor& dx, const std::vector
     return d;
 }
 
+void check_moe_offsets_partition(const char* op, const int32_t* host_offsets, int64_t experts, int64_t rows) {
+    bool ok = host_offsets[0] == 0 && host_offsets[experts] == rows;
+    for (int64_t e = 0; ok && e < experts; ++e) ok = host_offsets[e] <= host_offsets[e + 1];
+    if (!ok)
+        throw std::invalid_argument(fmt::format("{}: expert_offsets are not a partition of the {} rows", op, rows));
+}
+
+int64_t check_moe_expert_bias_update(const Tensor& expert_bias, const Tensor& expert_load) {
+    if (expert_bias.rank() != 1 || expert_bias.dim(0) == 0 || expert_load.shape() != expert_bias.shape())
+        fail("moe_expert_bias_update", "expert_bias and expert_load [E] with E > 0",
+             shapes({{"expert_bias", &expert_bias}, {"expert_load", &expert_load}}));
+    return expert_bias.dim(0);
+}
+
 }  // namespace nb

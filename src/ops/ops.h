@@ -177,6 +177,9 @@ public:
     // dexpert_out[row, :] += topk_gate[n,j] dy[n, :] ; dgate[n,j] += sum_c dy[n,c] expert_out[row,c] (in c order).
     virtual void moe_combine_backward(Tensor& dexpert_out, Tensor& dgate, const Tensor& dy, const Tensor& expert_out,
                                       const Tensor& topk_gate, const Tensor& row_of_pair) = 0;
+    // Aux-loss-free balancing (DeepSeek-V3), in place, both f32 [E]: b_i += rate sign(mean_load - load_i) with
+    // mean_load = sum(load) / E and sign(0) = 0 (an expert loaded less than the mean gains bias).
+    virtual void moe_expert_bias_update(Tensor& expert_bias, const Tensor& expert_load, float rate) = 0;
 };
 
 // The ops of the optimizers and delay mitigations (optim/): update rules, and linear algebra on optimizer state.

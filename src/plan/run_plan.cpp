@@ -108,8 +108,6 @@ RunPlan make_run_plan(const TrainOptions& o) {
     const bool counts_ok = o.train_iters > 0 && o.num_microbatches > 0;
     check_each_flag(o, counts_ok ? plan.optimizer_steps() : o.train_iters);
     if (o.stages < 1) throw UsageError(fmt::format("--stages must be positive, got {}", o.stages));
-    if (o.device == Device::cuda && o.model.has_moe())
-        throw UsageError("MoE ops are not built for --device cuda yet (issue 12 in progress)");
     plan.cut = partition_model(o.model, o.stages);  // more stages than layers
     plan.schedule.validate();                       // 2bw with m < P; the synchronous steps' counts
     check_clip_scope_and_ties(o);

@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -75,6 +76,21 @@ inline Tensor uniform_host(const Shape& shape, uint64_t seed, float lo, float hi
 inline void round_to_bf16(Tensor& host_f32) {
     float* p = host_f32.f32();
     for (int64_t i = 0, n = host_f32.numel(); i < n; ++i) p[i] = round_bf16(p[i]);
+}
+
+// Normal(0, stddev^2) values rounded to bf16 (kept as f32 on the host): inputs both backends see exactly.
+inline Tensor bf16_randn(const Shape& shape, uint64_t seed, float stddev = 1.0f) {
+    Tensor t = randn_host(shape, seed, stddev);
+    round_to_bf16(t);
+    return t;
+}
+
+// A host i32 tensor holding `values` (e.g. tokens, targets, expert indices).
+inline Tensor i32_host(const Shape& shape, const std::vector<int32_t>& values) {
+    Tensor t = Tensor::zeros(shape, DType::i32, Device::cpu);
+    REQUIRE(static_cast<size_t>(t.numel()) == values.size());
+    std::copy(values.begin(), values.end(), t.i32());
+    return t;
 }
 
 // A bf16 device tensor holding host_f32 rounded to bf16 (round-to-nearest-even, done on the host).
@@ -224,6 +240,19 @@ inline void check_within(const Tensor& actual, const Tensor& expected, const Ten
                       max_abs);
     INFO(buf);
     CHECK(bad == 0);
+}
+
+// ||actual - expected|| / ||expected|| (Frobenius; 1e-30 floors the denominator), actual on either device and of
+// any dtype (downloaded and widened first), expected host f32: for whole-model and whole-layer comparisons.
+inline double relative_frobenius(const Tensor& actual_any, const Tensor& expected) {
+    const Tensor actual = to_host_f32(actual_any, cuda_ops());
+    double diff = 0, ref = 0;
+    for (int64_t i = 0; i < expected.numel(); ++i) {
+        const double d = static_cast<double>(actual.f32()[i]) - expected.f32()[i];
+        diff += d * d;
+        ref += static_cast<double>(expected.f32()[i]) * expected.f32()[i];
+    }
+    return std::sqrt(diff) / std::max(std::sqrt(ref), 1e-30);
 }
 
 // Element-wise |x| of a host f32 tensor (a new tensor), for error bounds.

@@ -28,20 +28,6 @@ namespace {
 constexpr double kU = 0x1p-24;       // f32 unit roundoff
 constexpr double kBf16Rtol = 1e-2;   // one bf16 rounding (2^-8) with room for f32 differences (see above)
 
-// Normal(0, stddev^2) values rounded to bf16 (kept as f32 on the host): inputs both backends see exactly.
-Tensor bf16_randn(const Shape& shape, uint64_t seed, float stddev = 1.0f) {
-    Tensor t = randn_host(shape, seed, stddev);
-    round_to_bf16(t);
-    return t;
-}
-
-Tensor i32_host(const Shape& shape, const std::vector<int32_t>& values) {
-    Tensor t = Tensor::zeros(shape, DType::i32, Device::cpu);
-    REQUIRE(static_cast<size_t>(t.numel()) == values.size());
-    std::copy(values.begin(), values.end(), t.i32());
-    return t;
-}
-
 double max_abs(const Tensor& host_f32) {
     double m = 0;
     for (int64_t i = 0; i < host_f32.numel(); ++i) m = std::max(m, std::fabs(static_cast<double>(host_f32.f32()[i])));

@@ -1,5 +1,6 @@
 // The whole `tiny` model on the CUDA backend against the CPU reference: loss and every parameter gradient for
-// one microbatch, then 20 AdamW steps on the same batches, whose losses must track each other.
+// one microbatch, then 20 AdamW steps on the same batches, whose losses must track each other; `tiny-moe`'s
+// loss and gradients for one microbatch; and both models' CUDA training step repeats bit for bit.
 //
 // Both backends start from the same f32 master weights. The CUDA side computes in bf16 (weights rounded to
 // bf16 for compute, activations in bf16, f32 statistics and gradients), so agreement is to bf16 precision:
@@ -42,24 +43,15 @@ Microbatch on_device(const Microbatch& mb) {
     return {mb.tokens.to(Device::cuda), mb.targets.to(Device::cuda), mb.batch_size, mb.seq_len};
 }
 
-double relative_frobenius(const Tensor& actual, const Tensor& expected) {
-    double diff = 0, ref = 0;
-    for (int64_t i = 0; i < expected.numel(); ++i) {
-        const double d = static_cast<double>(actual.f32()[i]) - expected.f32()[i];
-        diff += d * d;
-        ref += static_cast<double>(expected.f32()[i]) * expected.f32()[i];
-    }
-    return std::sqrt(diff) / std::max(std::sqrt(ref), 1e-30);
-}
-
 }  // namespace
 
-TEST_CASE("tiny model: CUDA loss and gradients match the CPU reference") {
+namespace {
+
+// One microbatch on both backends from the same f32 weights: the loss within 1%, each gradient tensor within 5%
+// in relative Frobenius norm (the bounds of the file's header).
+void check_against_cpu(const ModelConfig& c, const StageModel& model, const TensorSet& weights) {
     CudaOps& gpu = cuda_ops();
     CpuOps cpu;
-    const ModelConfig c = tiny_config();
-    StageModel model(c, whole_model_spec(c));
-    TensorSet weights = model.init_weights(11);
     const Microbatch mb = host_batch(c, 4, 64, 5);
 
     TensorSet cpu_grads = TensorSet::zeros(model.layout());
@@ -73,10 +65,46 @@ TEST_CASE("tiny model: CUDA loss and gradients match the CPU reference") {
     MESSAGE("loss cpu " << cpu_loss << " cuda " << gpu_loss);
     CHECK(std::fabs(gpu_loss - cpu_loss) <= 0.01 * std::fabs(cpu_loss));
     for (int i = 0; i < model.layout().size(); ++i) {
-        const double err = relative_frobenius(gpu_grads[i].to(Device::cpu), cpu_grads[i]);
+        const double err = relative_frobenius(gpu_grads[i], cpu_grads[i]);
         INFO(model.layout()[i].name << ": relative Frobenius error " << err);
         CHECK(err <= 0.05);
     }
+}
+
+// The tiny-moe preset (8 experts, top-2, a shared expert, the aux loss; every block but the first MoE).
+ModelConfig tiny_moe_config() {
+    ModelConfig c = model_preset("tiny-moe");
+    c.num_layers = 2;
+    c.resolve_moe_layers();
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("tiny model: CUDA loss and gradients match the CPU reference") {
+    const ModelConfig c = tiny_config();
+    StageModel model(c, whole_model_spec(c));
+    check_against_cpu(c, model, model.init_weights(11));
+}
+
+TEST_CASE("tiny-moe model: CUDA loss and gradients match the CPU reference (zero router: the same experts)") {
+    // bf16 activations move the router's logits by ~0.4%, enough to swap the k-th and (k+1)-th expert of a few
+    // tokens in a random model, and one swapped token changes an expert's gradient by far more than bf16
+    // rounding. With the router's weights zero every logit is exactly 0 on both backends, every token ties all
+    // experts and takes experts 0 and 1 (the tie rule), experts 2..7 receive no token (their gradients must be
+    // zero on both), and the router's gradient (through the gates and the aux loss) is still compared. The op
+    // tests (test_cuda_moe.cpp) cover routing that varies by token.
+    const ModelConfig c = tiny_moe_config();
+    StageModel model(c, whole_model_spec(c));
+    TensorSet weights = model.init_weights(12);
+    int routers = 0;
+    for (int i = 0; i < model.layout().size(); ++i)
+        if (model.layout()[i].name.ends_with(".moe.router.weight")) {
+            weights[i].zero();
+            ++routers;
+        }
+    REQUIRE(routers == 1);
+    check_against_cpu(c, model, weights);
 }
 
 TEST_CASE("tiny model: 20 AdamW steps on both backends track each other") {
@@ -116,9 +144,10 @@ TEST_CASE("tiny model: 20 AdamW steps on both backends track each other") {
     CHECK(last_loss < first_loss - 0.5);  // it learned something, so tracking is not trivially flat
 }
 
-TEST_CASE("the CUDA training step is bitwise repeatable") {
+namespace {
+
+void check_repeatable(const ModelConfig& c) {
     CudaOps& gpu = cuda_ops();
-    const ModelConfig c = tiny_config();
     StageModel model(c, whole_model_spec(c));
     const Microbatch mb = on_device(host_batch(c, 2, 48, 9));
     auto run = [&] {
@@ -131,5 +160,12 @@ TEST_CASE("the CUDA training step is bitwise repeatable") {
     const TensorSet a = run(), b = run();
     for (int i = 0; i < a.size(); ++i) check_bitwise_equal(a[i], b[i], model.layout()[i].name.c_str());
 }
+
+}  // namespace
+
+TEST_CASE("the CUDA training step is bitwise repeatable") { check_repeatable(tiny_config()); }
+
+// A random router: tokens spread over the experts, per-expert GEMMs of varying row counts.
+TEST_CASE("the CUDA tiny-moe training step is bitwise repeatable") { check_repeatable(tiny_moe_config()); }
 
 }  // namespace nb::cuda::test
