@@ -16,8 +16,8 @@
 # computes the same bits as `mpirun -np P nobubble train` (tests/cli/test_pipeline_equality.sh) and runs
 # several at once on a small machine.
 #
-# Usage: run/experiments/delay_sweep.sh [--preset smoke|smoke-moe|default|long|moe|large] [--jobs N] [--work DIR]
-#        [--results DIR]
+# Usage: run/experiments/delay_sweep.sh [--preset smoke|smoke-moe|default|long|moe|moe-dense|large] [--jobs N]
+#        [--work DIR] [--results DIR]
 #   smoke      a minute: the machinery only, numbers meaningless (tests/cli/test_delay_sweep.sh runs it)
 #   smoke-moe  seconds: the moe preset's machinery on the smoke shape (the same test runs it)
 #   default    about an hour on 2 cores (76 runs of 300 steps)
@@ -26,7 +26,8 @@
 #   moe        about half an hour: tiny-moe's MoE blocks (8 experts, top-2, a shared expert, every block but the
 #              first, aux coefficient 1e-2) at the default model's width, each expert and the shared expert 128
 #              wide so a token's active FFN matches the dense 384; adamw and muon, lr tuned on sync (three
-#              values), sync / 2bw / 2bw_ef, two seeds, 150 steps (16 runs)
+#              values, four for muon), sync / 2bw / 2bw_ef, two seeds, 150 steps (17 runs)
+#   moe-dense  about 15 minutes: the moe preset's dense control, the default model under the same grid and steps
 #   large      several hours: a wider model, 600 steps, three seeds
 # Results: DIR/delay_sweep_<preset>.md (the table, the lr tuning), .csv and .png (validation-loss curves).
 # Runs are resumable: a run that finished with the same flags is not repeated (delete --work to start over); a
@@ -79,15 +80,21 @@ case "$preset" in
   long)
     MODEL=(--model tiny "${DEFAULT_SHAPE[@]}")
     MBS=4; M=4; ITERS=1200; WARMUP=20; EVAL_INTERVAL=100; EVAL_ITERS=4; SEEDS="1 2"; LR_POINTS=1 ;;
-  moe)
-    # Experts 128 wide: top-2 plus the shared expert is 3 x 128 = the dense model's 384 per token.
-    # shellcheck disable=SC2046
-    MODEL=(--model tiny-moe "${DEFAULT_SHAPE[@]}" $(moe_blocks 128))
+  moe|moe-dense)
+    # Experts 128 wide: top-2 plus the shared expert is 3 x 128 = the dense model's 384 per token. moe-dense is
+    # the control: the default (dense) model under the same grid and steps.
+    if [ "$preset" = moe ]; then
+      # shellcheck disable=SC2046
+      MODEL=(--model tiny-moe "${DEFAULT_SHAPE[@]}" $(moe_blocks 128))
+    else
+      MODEL=(--model tiny "${DEFAULT_SHAPE[@]}")
+    fi
     MBS=4; M=4; ITERS=150; WARMUP=15; EVAL_INTERVAL=25; EVAL_ITERS=4; SEEDS="1 2"; LR_POINTS=3 ;;
   large)
     MODEL=(--model tiny --num-layers 4 --seq-length 256)
     MBS=4; M=4; ITERS=600; WARMUP=30; EVAL_INTERVAL=50; EVAL_ITERS=8; SEEDS="1 2 3"; LR_POINTS=3 ;;
-  *) echo "nobubble: error: unknown --preset '$preset' (valid: smoke, smoke-moe, default, long, moe, large)" >&2
+  *) echo "nobubble: error: unknown --preset '$preset'" \
+          "(valid: smoke, smoke-moe, default, long, moe, moe-dense, large)" >&2
      exit 2 ;;
 esac
 
@@ -105,11 +112,14 @@ declare -A EXTRA=([muon]="--adam-lr 3e-3")
 OPTIMIZERS="adamw muon lion adan mars soap"
 SETTINGS="sync 2bw 2bw_ef pd2 pd4"
 case "$preset" in  # the paper's pair under the one-step delay only
-  long|moe|smoke-moe) OPTIMIZERS="adamw muon"; SETTINGS="sync 2bw 2bw_ef" ;;
+  long|moe|moe-dense|smoke-moe) OPTIMIZERS="adamw muon"; SETTINGS="sync 2bw 2bw_ef" ;;
 esac
 if [ "$preset" = long ]; then  # no tuning: the lrs the default preset chose (docs/results/delay_sweep_default.md)
   LRS[adamw]=3e-3
   LRS[muon]=2e-2
+fi
+if [ "$preset" = moe ] || [ "$preset" = moe-dense ]; then
+  LRS[muon]="1e-2 2e-2 5e-2 1e-1"  # on moe Muon's best was the largest of three at first (5e-2)
 fi
 
 mkdir -p "$work" "$results"

@@ -30,8 +30,8 @@ check_preset() {
 
 check_preset smoke "adamw|muon|lion|adan|mars|soap" 60 240
 # Resumable: a second call repeats no run.
-NB="$NB" timeout -k 5 120 "$sweep" --preset smoke --work "$WORK/smoke" --results "$WORK/results" >"$WORK/again.log" 2>&1 \
-  && ! grep -q '  done ' "$WORK/again.log" && pass "a second call repeats no finished run" \
+NB="$NB" timeout -k 5 120 "$sweep" --preset smoke --work "$WORK/smoke" --results "$WORK/results" \
+  >"$WORK/again.log" 2>&1 && ! grep -q '  done ' "$WORK/again.log" && pass "a second call repeats no finished run" \
   || fail "second call: $(grep -c '  done ' "$WORK/again.log") runs repeated"
 
 check_preset smoke-moe "adamw|muon" 12 120
@@ -39,7 +39,8 @@ check_preset smoke-moe "adamw|muon" 12 120
 grep -q -- '--model tiny-moe .*--moe-aux-loss-coeff 1e-2' "$WORK/results/delay_sweep_smoke-moe.md" \
   && pass "smoke-moe: the table names tiny-moe and its aux coefficient" || fail "smoke-moe: the table's model line"
 moe_runs=$(grep -l 'model tiny-moe' "$WORK"/smoke-moe/{adamw,muon}_*.log 2>/dev/null | wc -l)
-[ "$moe_runs" = 12 ] && pass "smoke-moe: every run trains tiny-moe" || fail "smoke-moe: $moe_runs of 12 runs are tiny-moe"
+[ "$moe_runs" = 12 ] && pass "smoke-moe: every run trains tiny-moe" \
+  || fail "smoke-moe: $moe_runs of 12 runs are tiny-moe"
 
 expect_error 2 "unknown --preset 'huge'" "$sweep" --preset huge
 finish
