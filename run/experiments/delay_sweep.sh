@@ -16,12 +16,19 @@
 # computes the same bits as `mpirun -np P nobubble train` (tests/cli/test_pipeline_equality.sh) and runs
 # several at once on a small machine.
 #
-# Usage: run/experiments/delay_sweep.sh [--preset smoke|default|long|large] [--jobs N] [--work DIR] [--results DIR]
-#   smoke    a minute: the machinery only, numbers meaningless (tests/cli/test_delay_sweep.sh runs it)
-#   default  about an hour on 2 cores (76 runs of 300 steps)
-#   long     about 25 minutes: does the gap close with training? The default model 4x longer (1200 steps),
-#            adamw and muon at the default preset's tuned lrs, sync / 2bw / 2bw_ef, two seeds
-#   large    several hours: a wider model, 600 steps, three seeds
+# Usage: run/experiments/delay_sweep.sh [--preset smoke|smoke-moe|default|long|moe|moe-dense|large] [--jobs N]
+#        [--work DIR] [--results DIR]
+#   smoke      a minute: the machinery only, numbers meaningless (tests/cli/test_delay_sweep.sh runs it)
+#   smoke-moe  seconds: the moe preset's machinery on the smoke shape (the same test runs it)
+#   default    about an hour on 2 cores (76 runs of 300 steps)
+#   long       about 25 minutes: does the gap close with training? The default model 4x longer (1200 steps),
+#              adamw and muon at the default preset's tuned lrs, sync / 2bw / 2bw_ef, two seeds
+#   moe        about half an hour: tiny-moe's MoE blocks (8 experts, top-2, a shared expert, every block but the
+#              first, aux coefficient 1e-2) at the default model's width, each expert and the shared expert 128
+#              wide so a token's active FFN matches the dense 384; adamw and muon, lr tuned on sync (three
+#              values, four for muon), sync / 2bw / 2bw_ef, two seeds, 150 steps (17 runs)
+#   moe-dense  about 15 minutes: the moe preset's dense control, the default model under the same grid and steps
+#   large      several hours: a wider model, 600 steps, three seeds
 # Results: DIR/delay_sweep_<preset>.md (the table, the lr tuning), .csv and .png (validation-loss curves).
 # Runs are resumable: a run that finished with the same flags is not repeated (delete --work to start over); a
 # changed grid or preset reruns what it changes (for example the runs of an optimizer whose tuned lr moved).
@@ -48,24 +55,47 @@ work=${work:-$root/build/delay_sweep_$preset}
 NB=${NB:-$root/build/nobubble}
 [ -x "$NB" ] || { echo "nobubble: error: $NB is missing: run make build first" >&2; exit 1; }
 
+# The shapes the presets share: the smoke model, the default model, and tiny-moe's MoE blocks on each of them
+# (tiny-moe's 8 experts, top-2, shared expert, every block but the first; its width overridden by the shape).
+SMOKE_SHAPE=(--hidden-size 32 --ffn-hidden-size 64 --num-layers 4 --num-attention-heads 2 --num-query-groups 1
+             --seq-length 32)
+DEFAULT_SHAPE=(--hidden-size 128 --ffn-hidden-size 384 --num-layers 4 --num-attention-heads 4 --num-query-groups 2
+               --seq-length 128)
+moe_blocks() {  # the inner size of each expert and of the shared expert
+  echo "--moe-ffn-hidden-size $1 --moe-shared-expert-ffn-hidden-size $1 --moe-aux-loss-coeff 1e-2"
+}
+
 # Per preset: the model, the batch (global = MBS x M sequences of SEQ tokens), the steps and the seeds.
 case "$preset" in
   smoke)
-    MODEL=(--model tiny --hidden-size 32 --ffn-hidden-size 64 --num-layers 4 --num-attention-heads 2
-           --num-query-groups 1 --seq-length 32)
+    MODEL=(--model tiny "${SMOKE_SHAPE[@]}")
+    MBS=2; M=4; ITERS=12; WARMUP=2; EVAL_INTERVAL=6; EVAL_ITERS=1; SEEDS="1 2"; LR_POINTS=1 ;;
+  smoke-moe)
+    # shellcheck disable=SC2046
+    MODEL=(--model tiny-moe "${SMOKE_SHAPE[@]}" $(moe_blocks 16))
     MBS=2; M=4; ITERS=12; WARMUP=2; EVAL_INTERVAL=6; EVAL_ITERS=1; SEEDS="1 2"; LR_POINTS=1 ;;
   default)
-    MODEL=(--model tiny --hidden-size 128 --ffn-hidden-size 384 --num-layers 4 --num-attention-heads 4
-           --num-query-groups 2 --seq-length 128)
+    MODEL=(--model tiny "${DEFAULT_SHAPE[@]}")
     MBS=4; M=4; ITERS=300; WARMUP=20; EVAL_INTERVAL=25; EVAL_ITERS=4; SEEDS="1 2"; LR_POINTS=3 ;;
   long)
-    MODEL=(--model tiny --hidden-size 128 --ffn-hidden-size 384 --num-layers 4 --num-attention-heads 4
-           --num-query-groups 2 --seq-length 128)
+    MODEL=(--model tiny "${DEFAULT_SHAPE[@]}")
     MBS=4; M=4; ITERS=1200; WARMUP=20; EVAL_INTERVAL=100; EVAL_ITERS=4; SEEDS="1 2"; LR_POINTS=1 ;;
+  moe|moe-dense)
+    # Experts 128 wide: top-2 plus the shared expert is 3 x 128 = the dense model's 384 per token. moe-dense is
+    # the control: the default (dense) model under the same grid and steps.
+    if [ "$preset" = moe ]; then
+      # shellcheck disable=SC2046
+      MODEL=(--model tiny-moe "${DEFAULT_SHAPE[@]}" $(moe_blocks 128))
+    else
+      MODEL=(--model tiny "${DEFAULT_SHAPE[@]}")
+    fi
+    MBS=4; M=4; ITERS=150; WARMUP=15; EVAL_INTERVAL=25; EVAL_ITERS=4; SEEDS="1 2"; LR_POINTS=3 ;;
   large)
     MODEL=(--model tiny --num-layers 4 --seq-length 256)
     MBS=4; M=4; ITERS=600; WARMUP=30; EVAL_INTERVAL=50; EVAL_ITERS=8; SEEDS="1 2 3"; LR_POINTS=3 ;;
-  *) echo "nobubble: error: unknown --preset '$preset' (valid: smoke, default, long, large)" >&2; exit 2 ;;
+  *) echo "nobubble: error: unknown --preset '$preset'" \
+          "(valid: smoke, smoke-moe, default, long, moe, moe-dense, large)" >&2
+     exit 2 ;;
 esac
 
 # The learning rates tried on sync, per optimizer (around each one's usual range for a small LM; LR_POINTS=1
@@ -81,11 +111,15 @@ declare -A LRS=(
 declare -A EXTRA=([muon]="--adam-lr 3e-3")
 OPTIMIZERS="adamw muon lion adan mars soap"
 SETTINGS="sync 2bw 2bw_ef pd2 pd4"
+case "$preset" in  # the paper's pair under the one-step delay only
+  long|moe|moe-dense|smoke-moe) OPTIMIZERS="adamw muon"; SETTINGS="sync 2bw 2bw_ef" ;;
+esac
 if [ "$preset" = long ]; then  # no tuning: the lrs the default preset chose (docs/results/delay_sweep_default.md)
   LRS[adamw]=3e-3
   LRS[muon]=2e-2
-  OPTIMIZERS="adamw muon"
-  SETTINGS="sync 2bw 2bw_ef"
+fi
+if [ "$preset" = moe ] || [ "$preset" = moe-dense ]; then
+  LRS[muon]="1e-2 2e-2 5e-2 1e-1"  # on moe Muon's best was the largest of three at first (5e-2)
 fi
 
 mkdir -p "$work" "$results"

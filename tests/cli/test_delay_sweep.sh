@@ -1,24 +1,46 @@
 #!/usr/bin/env bash
-# The delay experiment's machinery (run/experiments/delay_sweep.sh) on its smoke preset: every optimizer under
-# every setting and seed runs, the lr tuning picks a value, and the table, the csv and the plot are written.
-# The numbers of a 12-step run mean nothing; the default preset (about an hour) is the experiment.
+# The delay experiment's machinery (run/experiments/delay_sweep.sh) on its smoke presets: every optimizer under
+# every setting and seed runs, the lr tuning picks a value, and the table, the csv and the plot are written; the
+# smoke-moe preset (the moe preset's grid: adamw and muon, sync / 2bw / 2bw + ef, on tiny-moe's MoE blocks) too.
+# The numbers of a 12-step run mean nothing; the default and moe presets are the experiment.
 source "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 sweep="$root/run/experiments/delay_sweep.sh"
-NB="$NB" timeout -k 5 240 "$sweep" --preset smoke --jobs 2 --work "$WORK/work" --results "$WORK/results" \
-  >"$WORK/sweep.log" 2>&1 || fail "delay_sweep.sh --preset smoke exited non-zero: $(tail -n 5 "$WORK/sweep.log")"
-md="$WORK/results/delay_sweep_smoke.md"
-! grep -q 'FAILED' "$WORK/sweep.log" && ! grep -q 'diverged' "$md" && pass "every run finished" \
-  || fail "runs failed: $(grep FAILED "$WORK/sweep.log" | head -n 3)"
-rows=$(grep -cE '^\| (adamw|muon|lion|adan|mars|soap) \| [0-9.e-]+ \| [0-9]' "$md" 2>/dev/null || true)
-[ "$rows" = 6 ] && pass "the table has a row per optimizer" || fail "table rows: $rows in $(cat "$md" 2>/dev/null)"
-grep -q '(+\|(-' "$md" && pass "the table shows gaps to sync" || fail "no gaps in the table"
-[ "$(grep -c ',' "$WORK/results/delay_sweep_smoke.csv")" = 61 ] && pass "the csv has a row per run (60)" \
-  || fail "csv: $(wc -l <"$WORK/results/delay_sweep_smoke.csv") lines"
-[ -s "$WORK/results/delay_sweep_smoke.png" ] && pass "the plot is written" || fail "no plot"
+
+# Runs PRESET in WORK/PRESET and checks its results: a table row per optimizer (OPTIMIZERS, a regex
+# alternation), gaps to sync, a csv row per run (RUNS) and the plot.
+check_preset() {
+  local preset=$1 optimizers=$2 runs=$3 timeout_s=$4
+  local md="$WORK/results/delay_sweep_$preset.md" csv="$WORK/results/delay_sweep_$preset.csv"
+  local log="$WORK/$preset.log" want_rows
+  want_rows=$(echo "$optimizers" | tr '|' '\n' | wc -l)
+  NB="$NB" timeout -k 5 "$timeout_s" "$sweep" --preset "$preset" --jobs 2 --work "$WORK/$preset" \
+    --results "$WORK/results" >"$log" 2>&1 \
+    || fail "$preset: delay_sweep.sh exited non-zero: $(tail -n 5 "$log")"
+  ! grep -q 'FAILED' "$log" && ! grep -q 'diverged' "$md" && pass "$preset: every run finished" \
+    || fail "$preset: runs failed: $(grep FAILED "$log" | head -n 3)"
+  rows=$(grep -cE "^\| ($optimizers) \| [0-9.e-]+ \| [0-9]" "$md" 2>/dev/null || true)
+  [ "$rows" = "$want_rows" ] && pass "$preset: the table has a row per optimizer ($want_rows)" \
+    || fail "$preset: table rows: $rows in $(cat "$md" 2>/dev/null)"
+  grep -q '(+\|(-' "$md" && pass "$preset: the table shows gaps to sync" || fail "$preset: no gaps in the table"
+  [ "$(grep -c ',' "$csv")" = $((runs + 1)) ] && pass "$preset: the csv has a row per run ($runs)" \
+    || fail "$preset: csv: $(wc -l <"$csv") lines"
+  [ -s "$WORK/results/delay_sweep_$preset.png" ] && pass "$preset: the plot is written" || fail "$preset: no plot"
+}
+
+check_preset smoke "adamw|muon|lion|adan|mars|soap" 60 240
 # Resumable: a second call repeats no run.
-NB="$NB" timeout -k 5 120 "$sweep" --preset smoke --work "$WORK/work" --results "$WORK/results" >"$WORK/again.log" 2>&1 \
-  && ! grep -q '  done ' "$WORK/again.log" && pass "a second call repeats no finished run" \
+NB="$NB" timeout -k 5 120 "$sweep" --preset smoke --work "$WORK/smoke" --results "$WORK/results" \
+  >"$WORK/again.log" 2>&1 && ! grep -q '  done ' "$WORK/again.log" && pass "a second call repeats no finished run" \
   || fail "second call: $(grep -c '  done ' "$WORK/again.log") runs repeated"
+
+check_preset smoke-moe "adamw|muon" 12 120
+# The smoke-moe runs train MoE blocks: the model named in the table, and MoE parameters in every run.
+grep -q -- '--model tiny-moe .*--moe-aux-loss-coeff 1e-2' "$WORK/results/delay_sweep_smoke-moe.md" \
+  && pass "smoke-moe: the table names tiny-moe and its aux coefficient" || fail "smoke-moe: the table's model line"
+moe_runs=$(grep -l 'model tiny-moe' "$WORK"/smoke-moe/{adamw,muon}_*.log 2>/dev/null | wc -l)
+[ "$moe_runs" = 12 ] && pass "smoke-moe: every run trains tiny-moe" \
+  || fail "smoke-moe: $moe_runs of 12 runs are tiny-moe"
+
 expect_error 2 "unknown --preset 'huge'" "$sweep" --preset huge
 finish
