@@ -36,5 +36,7 @@ void CudaOps::moe_combine_forward(Tensor&, const Tensor&, const Tensor&, const T
 void CudaOps::moe_combine_backward(Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
     moe_not_built();
 }
+void CudaOps::moe_expert_load_accumulate(Tensor&, const Tensor&) { moe_not_built(); }
+void CudaOps::moe_expert_bias_update(Tensor&, const Tensor&, float) { moe_not_built(); }
 
 }  // namespace nb::cuda

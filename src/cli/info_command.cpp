@@ -38,13 +38,13 @@ TrainOptions plan_options(const ModelConfig& c, const InfoFlags& f) {
 
 // "adamw 8 B, muon 4.2 B, ...": each optimizer's state per parameter of the whole model, from the registry.
 std::string state_per_parameter(const ModelConfig& c) {
-    const ParamLayout layout = StageModel(c, whole_model_spec(c)).layout();
+    const ParamLayout layout = trainable_params(StageModel(c, whole_model_spec(c)).layout()).layout;
     std::vector<std::string> parts;
     for (const std::string_view name : optimizer_names()) {
         OptimizerConfig optimizer;
         optimizer.name = std::string(name);
         const double per_param = static_cast<double>(optimizer_state_bytes(optimizer, layout)) /
-                                 static_cast<double>(layout.total_numel());
+                                 static_cast<double>(layout.trainable_numel());
         parts.push_back(fmt::format("{} {:.3g} B", name, per_param));
     }
     return fmt::format("{}", fmt::join(parts, ", "));

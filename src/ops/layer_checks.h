@@ -88,5 +88,9 @@ LinearDims check_moe_grouped_linear_forward(const Tensor& y, const Tensor& x, co
 LinearDims check_moe_grouped_linear_backward(const Tensor& dx, const std::vector<Tensor*>& dw, const Tensor& dy,
                                              const Tensor& x, const std::vector<const Tensor*>& w,
                                              const Tensor& expert_offsets);
+// expert_load [E] f32 and expert_offsets [E+1]; returns E.
+int64_t check_moe_expert_load_accumulate(const Tensor& expert_load, const Tensor& expert_offsets);
+// expert_bias and expert_load f32 [E] with E > 0; returns E.
+int64_t check_moe_expert_bias_update(const Tensor& expert_bias, const Tensor& expert_load);
 
 }  // namespace nb
