@@ -9,7 +9,7 @@
 # - a tiny-moe 2bw run stopped by --exit-interval and resumed ends on the uninterrupted reference's state, and a
 #   checkpoint of another MoE shape is refused;
 # - the expert bias (--moe-router-enable-expert-bias): every schedule equals the reference with it, it changes the
-#   result, a 2bw resume with it is exact, and a checkpoint without it is refused by a run with it.
+#   training, a 2bw resume with it is exact (also onto 3 stages), and a checkpoint of another bias setting is refused.
 source "$(dirname "$0")/lib.sh"
 make_corpus "$WORK/corpus.txt"
 C="$WORK/corpus.txt"
@@ -180,6 +180,15 @@ run_logged 120 bias_resume_stop "$NB" train "${R[@]}" --save "$WORK/ckpt_bias" -
 run_logged 120 bias_resume_rest "$NB" train "${R[@]}" --load "$WORK/ckpt_bias"
 same_state "tiny-moe 2bw with the expert bias: stopped after 2, resumed, ends on the uninterrupted state" \
   "$WORK/bias_resume_full.log" "$WORK/bias_resume_rest.log"
+# Resharded (1f1b, whose bits do not depend on the cut): saved on 2 stages, resumed on 3, ends on the 3-stage
+# reference (the bias is found by name).
+R3=("${FLAGS[@]}" --schedule 1f1b --num-microbatches 3 --train-iters 5)
+run_logged 120 bias_reshard_full "$NB" reference "${R3[@]}" --stages 3
+run_logged 120 bias_reshard_stop "$NB" train "${R3[@]}" --stages 2 --save "$WORK/ckpt_reshard" --save-interval 2 \
+  --exit-interval 2
+run_logged 120 bias_reshard_rest "$NB" train "${R3[@]}" --stages 3 --load "$WORK/ckpt_reshard"
+same_state "tiny-moe 1f1b with the expert bias: saved on 2 stages, resumed on 3, ends on the 3-stage reference" \
+  "$WORK/bias_reshard_full.log" "$WORK/bias_reshard_rest.log"
 expect_error 1 "identity.model.moe" "$NB" train "${R[@]}" --load "$WORK/ckpt"
 expect_error 1 "identity.model.moe" "$NB" train "${R[@]/#0.01/0.02}" --load "$WORK/ckpt_bias"  # another rate
 finish
