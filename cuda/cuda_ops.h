@@ -79,6 +79,7 @@ public:
                              const Tensor& row_of_pair) override;
     void moe_combine_backward(Tensor& dexpert_out, Tensor& dgate, const Tensor& dy, const Tensor& expert_out,
                               const Tensor& topk_gate, const Tensor& row_of_pair) override;
+    void moe_expert_load_accumulate(Tensor& expert_load, const Tensor& expert_offsets) override;
     void moe_expert_bias_update(Tensor& expert_bias, const Tensor& expert_load, float rate) override;
 
     void add_inplace(Tensor& a, const Tensor& b) override;

@@ -136,9 +136,12 @@ std::string ModelConfig::describe_moe() const {
     std::vector<int64_t> list;
     for (int64_t i = 0; i < static_cast<int64_t>(moe_blocks.size()); ++i)
         if (moe_blocks[static_cast<size_t>(i)]) list.push_back(i);
-    return fmt::format("blocks {} experts {} topk {} ffn {} shared {} aux_coeff {} renorm {}", fmt::join(list, ","),
-                       moe.num_experts, moe.topk, moe.ffn_hidden_size, moe.shared_ffn_hidden_size, moe.aux_loss_coeff,
-                       moe.topk_renorm);
+    std::string s = fmt::format("blocks {} experts {} topk {} ffn {} shared {} aux_coeff {} renorm {}",
+                                fmt::join(list, ","), moe.num_experts, moe.topk, moe.ffn_hidden_size,
+                                moe.shared_ffn_hidden_size, moe.aux_loss_coeff, moe.topk_renorm);
+    // Only when on, so that the identity of a run without the bias reads as before it existed.
+    if (moe.expert_bias) s += fmt::format(" expert_bias rate {}", moe.bias_update_rate);
+    return s;
 }
 
 void ModelConfig::validate() const {

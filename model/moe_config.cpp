@@ -20,6 +20,9 @@ void MoeConfig::validate() const {
                                      shared_ffn_hidden_size));
     if (!(aux_loss_coeff >= 0.0) || !std::isfinite(aux_loss_coeff))
         throw UsageError(fmt::format("--moe-aux-loss-coeff must be a finite number >= 0, got {}", aux_loss_coeff));
+    if (!(bias_update_rate >= 0.0) || !std::isfinite(bias_update_rate))
+        throw UsageError(
+            fmt::format("--moe-router-bias-update-rate must be a finite number >= 0, got {}", bias_update_rate));
 }
 
 }  // namespace nb

@@ -62,6 +62,7 @@ MoeFeedForward::MoeFeedForward(int64_t hidden_size, const MoeConfig& config, con
         shared_.w_up = layout.add({name("shared_expert.w_up"), {fs, d}, ParamKind::hidden_matrix});
         shared_.w_down = layout.add({name("shared_expert.w_down"), {d, fs}, ParamKind::hidden_matrix});
     }
+    if (c_.expert_bias) bias_ = layout.add({name("expert_bias"), {c_.num_experts}, ParamKind::expert_bias});
 }
 
 std::vector<const Tensor*> MoeFeedForward::expert_weights(const TensorSet& set, int SwiGluParams::*which) const {
@@ -180,6 +181,9 @@ Tensor MoeFeedForward::backward(const LayerContext& ctx, const Tensor& dout, flo
     Tensor dlogits = ops.activation({N, E});
     ops.moe_router_backward(dlogits, dprobs, dtopk_gate, s(kProbs), s(kTopkExpert), s(kTopkGate), c_.topk_renorm);
     ops.linear_backward(dh, g[router_], dlogits, s(kH), w[router_]);
+
+    // The expert bias's slot sums the step's loads (its update reads them: model/params.h, ParamKind).
+    if (bias_ >= 0) ops.moe_expert_load_accumulate(g[bias_], s(kOffsets));
     return dh.reshaped(dout.shape());
 }
 

@@ -12,8 +12,12 @@
 // Parameters, in canonical order, under `prefix` (e.g. "layers.3.moe"):
 //   router.weight [E,d]; experts.<e>.w_gate [f,d], experts.<e>.w_up [f,d], experts.<e>.w_down [d,f] for each e
 //   (separate matrices, so Muon orthogonalises each expert's own); shared_expert.w_gate/w_up/w_down when the
-//   shared expert's size is > 0.
-// The expert bias is state, not a parameter: the caller owns it (it is versioned with the weights) and hands it in.
+//   shared expert's size is > 0; last, with --moe-router-enable-expert-bias, expert_bias [E].
+// The expert bias is a buffer (ParamKind::expert_bias, model/params.h), not a parameter: zero at the start, it
+// lives in the weights (so a forward at version v selects with version v's bias, and it is checkpointed with
+// them), and its gradient slot holds the loads instead of a gradient: backward adds each microbatch's pairs per
+// expert to it (backwards never interleave across steps, so the slot sums exactly the step's microbatches), and
+// StageOptimizer applies b_i += rate sign(mean_load - load_i) after the optimizer's update (optim/stage_optimizer.h).
 #pragma once
 
 #include <cstdint>
@@ -35,13 +39,17 @@ class MoeFeedForward {
 public:
     MoeFeedForward(int64_t hidden_size, const MoeConfig& config, const std::string& prefix, ParamLayout& layout);
 
-    // expert_bias: f32 [E] on the device, or undefined (no bias). With a stash, APPENDS what backward needs to
+    // expert_bias: f32 [E] on the device, or undefined (no bias): expert_bias(ctx.weights). With a stash, APPENDS what backward needs to
     // stash->saved (so a block can keep its own tensors first and the MoE's after them).
     MoeOutput forward(const LayerContext& ctx, const Tensor& h, const Tensor& expert_bias, Stash* stash) const;
     // dout = d objective / d out; daux_loss = d objective / d L_aux (1 for one microbatch). Reads the stash from
-    // saved[first] on, accumulates parameter gradients into ctx.grads, and returns d objective / d h.
+    // saved[first] on, accumulates parameter gradients (and, with the expert bias, the microbatch's loads) into
+    // ctx.grads, and returns d objective / d h.
     Tensor backward(const LayerContext& ctx, const Tensor& dout, float daux_loss, const Stash& stash,
                     size_t first = 0) const;
+
+    // The bias of `weights` (its expert_bias tensor), or an undefined tensor without --moe-router-enable-expert-bias.
+    Tensor expert_bias(const TensorSet& weights) const { return bias_ < 0 ? Tensor{} : weights[bias_]; }
 
     const MoeConfig& config() const { return c_; }
     // The expert offsets (i32 [E+1]) that forward appended to the stash from saved[first] on.
@@ -54,6 +62,7 @@ private:
     int64_t d_;
     MoeConfig c_;
     int router_ = -1;
+    int bias_ = -1;  // the expert_bias buffer, -1 without it
     std::vector<SwiGluParams> experts_;
     SwiGluParams shared_;
 

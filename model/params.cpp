@@ -10,6 +10,7 @@ const char* param_kind_name(ParamKind kind) {
         case ParamKind::hidden_matrix: return "hidden_matrix";
         case ParamKind::norm_gain: return "norm_gain";
         case ParamKind::output_head: return "output_head";
+        case ParamKind::expert_bias: return "expert_bias";
     }
     return "?";
 }
@@ -22,6 +23,13 @@ int ParamLayout::add(ParamInfo info) {
 int64_t ParamLayout::total_numel() const {
     int64_t n = 0;
     for (const auto& p : params_) n += shape_numel(p.shape);
+    return n;
+}
+
+int64_t ParamLayout::trainable_numel() const {
+    int64_t n = 0;
+    for (const auto& p : params_)
+        if (p.trainable()) n += shape_numel(p.shape);
     return n;
 }
 
@@ -43,10 +51,30 @@ TensorSet TensorSet::to(Device device) const {
     return set;
 }
 
-TensorSet make_compute_weights(Ops& ops, const TensorSet& master) {
+TrainableParams trainable_params(const ParamLayout& layout) {
+    TrainableParams t;
+    for (int i = 0; i < layout.size(); ++i) {
+        if (!layout[i].trainable()) continue;
+        t.layout.add(layout[i]);
+        t.index.push_back(i);
+    }
+    return t;
+}
+
+TensorSet select_tensors(const TensorSet& set, const std::vector<int>& index) {
+    TensorSet views;
+    for (int i : index) views.tensors.push_back(set[i]);
+    return views;
+}
+
+TensorSet make_compute_weights(Ops& ops, const ParamLayout& layout, const TensorSet& master) {
     if (ops.activation_dtype() == DType::f32) return master;  // shares the tensors
     TensorSet compute;
-    for (const auto& t : master.tensors) compute.tensors.push_back(ops.zeros(t.shape(), ops.activation_dtype()));
+    for (int i = 0; i < master.size(); ++i) {
+        const Tensor& t = master[i];
+        // A buffer shares the master's tensor, which refresh_compute_weights then skips.
+        compute.tensors.push_back(layout[i].trainable() ? ops.zeros(t.shape(), ops.activation_dtype()) : t);
+    }
     refresh_compute_weights(ops, master, compute);
     return compute;
 }

@@ -13,7 +13,14 @@
 namespace nb {
 
 // What a parameter is, for optimizers that treat kinds differently (weight decay, Muon's hidden matrices).
-enum class ParamKind { embedding, hidden_matrix, norm_gain, output_head };
+//
+// expert_bias is a BUFFER, not a trainable parameter: an MoE layer's f32 [E] expert bias (aux-loss-free balancing,
+// DESIGN.md section 7, model/moe_layer.h), initialised to zero. It lives in the weights TensorSet so that it is
+// versioned, checkpointed, hashed and resharded with the weights for free; its slot in the gradients TensorSet
+// holds what its update reads instead of a gradient: the expert loads (pairs per expert, f32 counts) summed over
+// the step's microbatches. Optimizers, delay fixes, gradient averaging and clipping never see a buffer
+// (StageOptimizer runs them over trainable_params()); parameter counts count trainable parameters only.
+enum class ParamKind { embedding, hidden_matrix, norm_gain, output_head, expert_bias };
 const char* param_kind_name(ParamKind kind);
 
 struct ParamInfo {
@@ -21,7 +28,9 @@ struct ParamInfo {
     Shape shape;
     ParamKind kind;
     // Decoupled weight decay applies to matrices, never to norm gains (as Megatron and nanoGPT do).
-    bool weight_decay() const { return kind != ParamKind::norm_gain; }
+    bool weight_decay() const { return kind != ParamKind::norm_gain && trainable(); }
+    // False for a buffer (state that an optimizer never updates; see ParamKind).
+    bool trainable() const { return kind != ParamKind::expert_bias; }
 };
 
 class ParamLayout {
@@ -30,7 +39,8 @@ public:
     const std::vector<ParamInfo>& params() const { return params_; }
     const ParamInfo& operator[](int i) const { return params_.at(static_cast<size_t>(i)); }
     int size() const { return static_cast<int>(params_.size()); }
-    int64_t total_numel() const;
+    int64_t total_numel() const;      // every tensor's elements, buffers included (what the weights occupy)
+    int64_t trainable_numel() const;  // the parameter count: buffers left out
     int index_of(const std::string& name) const;  // -1 if absent
 
 private:
@@ -50,11 +60,23 @@ struct TensorSet {
     void zero();
 };
 
+// The trainable parameters of a layout (every one that is not a buffer), in its order, and where each sits in
+// it: for a layout without buffers, the layout itself with index 0, 1, 2, ...
+struct TrainableParams {
+    ParamLayout layout;
+    std::vector<int> index;  // trainable parameter i is layout parameter index[i]
+};
+TrainableParams trainable_params(const ParamLayout& layout);
+// The tensors of `set` at `index`, in that order: views that share their storage (an update through them
+// updates `set`).
+TensorSet select_tensors(const TensorSet& set, const std::vector<int>& index);
+
 class Ops;
 
 // The weights layers compute with. Where the backend computes in f32 this is the master TensorSet itself (no
-// copy); otherwise a copy in the activation dtype, refreshed from the master after every optimizer step.
-TensorSet make_compute_weights(Ops& ops, const TensorSet& master);
+// copy); otherwise a copy in the activation dtype, refreshed from the master after every optimizer step. A
+// buffer stays the master's f32 tensor in either case (the expert bias is added to f32 probabilities).
+TensorSet make_compute_weights(Ops& ops, const ParamLayout& layout, const TensorSet& master);
 void refresh_compute_weights(Ops& ops, const TensorSet& master, TensorSet& compute);
 
 }  // namespace nb

@@ -52,6 +52,7 @@ TensorSet StageModel::init_weights(uint64_t seed) const {
             t.fill(1.0f);
             continue;
         }
+        if (info.kind == ParamKind::expert_bias) continue;  // zero, whatever the seed
         const float std = static_cast<float>(is_residual_projection(info.name) ? residual_std : 0.02);
         Rng rng(Rng::mix(seed, info.name));
         float* p = t.f32();

@@ -106,7 +106,7 @@ public:
             // The block's own tensors first (up to kH2), the MoE's appended after them from kGate on.
             if (stash) stash->saved = {x, rstd1, h1, q, k, v4, attn, lse, x1, rstd2, h2};
             if (ctx.moe) ctx.moe->dispatch_begins(index_, false);
-            const MoeOutput m = moe_->forward(ctx, h2, Tensor{}, stash);
+            const MoeOutput m = moe_->forward(ctx, h2, moe_->expert_bias(w), stash);
             if (ctx.moe) ctx.moe->dispatch_ends(index_, false, m.expert_offsets, m.aux_loss);
             Tensor x2 = ops.copy_of(x1);
             ops.add_inplace(x2, m.out);

@@ -4,10 +4,20 @@
 
 namespace nb {
 
-std::vector<double> param_sum_squares(Ops& ops, const TensorSet& grads) {
+namespace {
+
+// g <- g * factor for every gradient, buffers left as they are.
+void scale_grads(Ops& ops, const ParamLayout& layout, TensorSet& grads, float factor) {
+    for (int i = 0; i < grads.size(); ++i)
+        if (layout[i].trainable()) ops.scale_inplace(grads[i], factor);
+}
+
+}  // namespace
+
+std::vector<double> param_sum_squares(Ops& ops, const ParamLayout& layout, const TensorSet& grads) {
     std::vector<double> sums;
     sums.reserve(grads.tensors.size());
-    for (const Tensor& g : grads.tensors) sums.push_back(ops.sum_squares(g));
+    for (int i = 0; i < grads.size(); ++i) sums.push_back(layout[i].trainable() ? ops.sum_squares(grads[i]) : 0.0);
     return sums;
 }
 
@@ -18,9 +28,13 @@ double total_sum_squares(const std::vector<std::vector<double>>& per_stage) {
     return sum;
 }
 
-double grad_sum_squares(Ops& ops, const TensorSet& grads) { return total_sum_squares({param_sum_squares(ops, grads)}); }
+double grad_sum_squares(Ops& ops, const ParamLayout& layout, const TensorSet& grads) {
+    return total_sum_squares({param_sum_squares(ops, layout, grads)});
+}
 
-double global_grad_norm(Ops& ops, const TensorSet& grads) { return std::sqrt(grad_sum_squares(ops, grads)); }
+double global_grad_norm(Ops& ops, const ParamLayout& layout, const TensorSet& grads) {
+    return std::sqrt(grad_sum_squares(ops, layout, grads));
+}
 
 double clip_coefficient(double norm, double max_norm) {
     if (!(max_norm > 0.0) || !std::isfinite(norm)) return 1.0;
@@ -28,16 +42,20 @@ double clip_coefficient(double norm, double max_norm) {
     return clip_coef < 1.0 ? clip_coef : 1.0;
 }
 
-void clip_grads_to_norm(Ops& ops, TensorSet& grads, double norm, double max_norm) {
+void clip_grads_to_norm(Ops& ops, const ParamLayout& layout, TensorSet& grads, double norm, double max_norm) {
     const double coef = clip_coefficient(norm, max_norm);
     if (coef >= 1.0) return;  // torch multiplies by 1.0 here, which changes nothing
-    for (Tensor& g : grads.tensors) ops.scale_inplace(g, static_cast<float>(coef));
+    scale_grads(ops, layout, grads, static_cast<float>(coef));
 }
 
-double clip_grad_norm(Ops& ops, TensorSet& grads, double max_norm) {
-    const double norm = global_grad_norm(ops, grads);
-    clip_grads_to_norm(ops, grads, norm, max_norm);
+double clip_grad_norm(Ops& ops, const ParamLayout& layout, TensorSet& grads, double max_norm) {
+    const double norm = global_grad_norm(ops, layout, grads);
+    clip_grads_to_norm(ops, layout, grads, norm, max_norm);
     return norm;
+}
+
+void average_grads(Ops& ops, const ParamLayout& layout, TensorSet& grads, int64_t microbatches) {
+    if (microbatches > 1) scale_grads(ops, layout, grads, 1.0f / static_cast<float>(microbatches));
 }
 
 }  // namespace nb

@@ -21,8 +21,12 @@
 
 namespace nb {
 
-// sum(g^2) of every gradient tensor, in layout order, each accumulated in double: what a stage contributes.
-std::vector<double> param_sum_squares(Ops& ops, const TensorSet& grads);
+// Buffers (ParamInfo::trainable() false: the expert bias, whose slot holds the step's loads) are no gradient: they
+// count 0 in every sum, are never scaled, and are not averaged, so a run clips exactly as it would without them.
+
+// sum(g^2) of every gradient tensor, in layout order, each accumulated in double: what a stage contributes (one
+// value per parameter of `layout`, 0 for a buffer).
+std::vector<double> param_sum_squares(Ops& ops, const ParamLayout& layout, const TensorSet& grads);
 
 // THE ORDER RULE: the per-parameter sums added one after the other into one double starting from 0, stage by
 // stage in the order given (stage 0's parameters first), each stage's in layout order. Over the stages of a
@@ -30,18 +34,21 @@ std::vector<double> param_sum_squares(Ops& ops, const TensorSet& grads);
 double total_sum_squares(const std::vector<std::vector<double>>& per_stage);
 
 // total_sum_squares of this process's gradients alone.
-double grad_sum_squares(Ops& ops, const TensorSet& grads);
+double grad_sum_squares(Ops& ops, const ParamLayout& layout, const TensorSet& grads);
 
 // sqrt(grad_sum_squares): the global norm when all gradients are local.
-double global_grad_norm(Ops& ops, const TensorSet& grads);
+double global_grad_norm(Ops& ops, const ParamLayout& layout, const TensorSet& grads);
 
 // The factor the gradients are multiplied by: clip_coef when clipping applies, else 1.
 double clip_coefficient(double norm, double max_norm);
 
 // Scales every gradient by clip_coefficient(norm, max_norm) when it is < 1; `norm` computed by the caller.
-void clip_grads_to_norm(Ops& ops, TensorSet& grads, double norm, double max_norm);
+void clip_grads_to_norm(Ops& ops, const ParamLayout& layout, TensorSet& grads, double norm, double max_norm);
 
 // global_grad_norm then clip_grads_to_norm; returns the norm before clipping.
-double clip_grad_norm(Ops& ops, TensorSet& grads, double max_norm);
+double clip_grad_norm(Ops& ops, const ParamLayout& layout, TensorSet& grads, double max_norm);
+
+// The step's summed gradients -> their mean over its `microbatches` (g *= 1/microbatches; nothing for one).
+void average_grads(Ops& ops, const ParamLayout& layout, TensorSet& grads, int64_t microbatches);
 
 }  // namespace nb

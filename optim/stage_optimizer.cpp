@@ -1,17 +1,54 @@
 #include "optim/stage_optimizer.h"
 
+#include <stdexcept>
+
+#include <fmt/format.h>
+
 #include "optim/make_optimizer.h"
 #include "optim/optimizer_registry.h"
 
 namespace nb {
 
 StageOptimizer::StageOptimizer(const OptimizerConfig& optimizer, const DelayFixConfig& delay_fix,
-                               const ParamLayout& layout, double peak_lr, Device device)
-    : optimizer_(make_optimizer(optimizer, layout, peak_lr, device)), delay_fix_(delay_fix, layout, device) {}
+                               const ParamLayout& layout, double peak_lr, Device device,
+                               double expert_bias_update_rate)
+    : trainable_(trainable_params(layout)),
+      optimizer_(make_optimizer(optimizer, trainable_.layout, peak_lr, device)),
+      delay_fix_(delay_fix, trainable_.layout, device),
+      expert_bias_update_rate_(static_cast<float>(expert_bias_update_rate)) {}
+
+TensorSet StageOptimizer::trainable_view(const ParamLayout& layout, const TensorSet& set) const {
+    if (set.size() != layout.size() || layout.size() < trainable_.layout.size())
+        throw std::logic_error(fmt::format("StageOptimizer: a set of {} tensors for a layout of {}", set.size(),
+                                           layout.size()));
+    return select_tensors(set, trainable_.index);
+}
 
 void StageOptimizer::step(Ops& ops, const ParamLayout& layout, TensorSet& master, TensorSet& grads, float lr,
                           bool asynchronous, const TensorSet* stale) {
-    delay_fix_.step(ops, *optimizer_, layout, master, grads, lr, asynchronous, stale);
+    if (asynchronous) compensate(ops, layout, master, grads, stale);
+    update(ops, layout, master, grads, lr, asynchronous);
+}
+
+void StageOptimizer::compensate(Ops& ops, const ParamLayout& layout, const TensorSet& master, TensorSet& grads,
+                                const TensorSet* stale) {
+    TensorSet g = trainable_view(layout, grads);
+    const TensorSet stale_view = stale ? trainable_view(layout, *stale) : TensorSet{};
+    delay_fix_.compensate(ops, trainable_.layout, trainable_view(layout, master), g, stale ? &stale_view : nullptr);
+}
+
+void StageOptimizer::update(Ops& ops, const ParamLayout& layout, TensorSet& master, TensorSet& grads, float lr,
+                            bool asynchronous) {
+    TensorSet w = trainable_view(layout, master), g = trainable_view(layout, grads);
+    delay_fix_.update(ops, *optimizer_, trainable_.layout, w, g, lr, asynchronous);
+    update_expert_biases(ops, layout, master, grads);
+}
+
+void StageOptimizer::update_expert_biases(Ops& ops, const ParamLayout& layout, TensorSet& master,
+                                          const TensorSet& grads) const {
+    for (int i = 0; i < layout.size(); ++i)
+        if (layout[i].kind == ParamKind::expert_bias)
+            ops.moe_expert_bias_update(master[i], grads[i], expert_bias_update_rate_);
 }
 
 std::vector<std::pair<std::string, Tensor*>> StageOptimizer::state_tensors() {
@@ -28,12 +65,13 @@ std::vector<Tensor> StageOptimizer::state_in_order() {
 
 int64_t stage_optimizer_state_bytes(const OptimizerConfig& optimizer, const DelayFixConfig& delay_fix,
                                     const ParamLayout& layout) {
-    return optimizer_state_bytes(optimizer, layout) + DelayFix::state_bytes(delay_fix, layout);
+    const ParamLayout trainable = trainable_params(layout).layout;
+    return optimizer_state_bytes(optimizer, trainable) + DelayFix::state_bytes(delay_fix, trainable);
 }
 
 std::vector<Shape> stage_optimizer_state_shapes(const OptimizerConfig& optimizer, const DelayFixConfig& delay_fix,
                                                 const ParamLayout& layout, double peak_lr) {
-    StageOptimizer host(optimizer, delay_fix, layout, peak_lr, Device::cpu);
+    StageOptimizer host(optimizer, delay_fix, layout, peak_lr, Device::cpu, 0.0);  // the rate changes no shape
     std::vector<Shape> shapes;
     for (const auto& [name, t] : host.state_tensors()) shapes.push_back(t->shape());
     return shapes;

@@ -2,6 +2,12 @@
 // of --optimizer (optim/make_optimizer.h) and the mitigation of --delay-fix (optim/delay_fix.h). The single-
 // process trainer, the oracle (`nobubble reference`) and every pipeline stage step through this one type, so the
 // update rule is written once.
+//
+// Buffers (model/params.h: the MoE expert bias) are not the optimizer's: the optimizer and the delay fix are built
+// over the trainable parameters only (trainable_params(layout); for a model without buffers exactly its layout,
+// so the state's names, order and hashes are those of the layout) and run on views of the master and gradients.
+// After the optimizer's update, each expert bias takes its own rule from the loads in its gradient slot:
+// b_i += rate sign(mean_load - load_i) (Ops::moe_expert_bias_update; DESIGN.md section 7).
 #pragma once
 
 #include <memory>
@@ -18,22 +24,20 @@ namespace nb {
 
 class StageOptimizer {
 public:
-    // `peak_lr`: --lr (see make_optimizer). nb::UsageError for a bad configuration.
+    // `peak_lr`: --lr (see make_optimizer). `expert_bias_update_rate`: --moe-router-bias-update-rate (read only
+    // when `layout` holds an expert bias). nb::UsageError for a bad configuration.
     StageOptimizer(const OptimizerConfig& optimizer, const DelayFixConfig& delay_fix, const ParamLayout& layout,
-                   double peak_lr, Device device);
+                   double peak_lr, Device device, double expert_bias_update_rate);
 
     // One step of `master` at learning rate `lr` (DelayFix::step: `asynchronous` and `stale` say how stale the
-    // gradient is). `grads` are the step's averaged, clipped gradients (taylor compensates them in place).
+    // gradient is), then the expert biases' update. `layout` is the one given to the constructor; `grads` are the
+    // step's averaged, clipped gradients (taylor compensates them in place) and, in a buffer's slot, its loads.
     void step(Ops& ops, const ParamLayout& layout, TensorSet& master, TensorSet& grads, float lr, bool asynchronous,
               const TensorSet* stale);
-    // The two halves of that step (DelayFix::compensate and DelayFix::update).
+    // The two halves of that step: DelayFix::compensate, and DelayFix::update followed by the expert biases'.
     void compensate(Ops& ops, const ParamLayout& layout, const TensorSet& master, TensorSet& grads,
-                    const TensorSet* stale) {
-        delay_fix_.compensate(ops, layout, master, grads, stale);
-    }
-    void update(Ops& ops, const ParamLayout& layout, TensorSet& master, TensorSet& grads, float lr, bool asynchronous) {
-        delay_fix_.update(ops, *optimizer_, layout, master, grads, lr, asynchronous);
-    }
+                    const TensorSet* stale);
+    void update(Ops& ops, const ParamLayout& layout, TensorSet& master, TensorSet& grads, float lr, bool asynchronous);
     // A synchronous step: the plain update.
     void step(Ops& ops, const ParamLayout& layout, TensorSet& master, TensorSet& grads, float lr) {
         step(ops, layout, master, grads, lr, false, nullptr);
@@ -47,11 +51,16 @@ public:
     void restore_steps_taken(int64_t steps) { optimizer_->restore_steps_taken(steps); }
 
 private:
+    TrainableParams trainable_;  // what the optimizer and the delay fix see
     std::unique_ptr<Optimizer> optimizer_;
     DelayFix delay_fix_;
+    float expert_bias_update_rate_;
+
+    TensorSet trainable_view(const ParamLayout& layout, const TensorSet& set) const;
+    void update_expert_biases(Ops& ops, const ParamLayout& layout, TensorSet& master, const TensorSet& grads) const;
 };
 
-// The bytes of that state (the optimizer's and the delay fix's), without allocating it: the up-front memory check
+// The bytes of that state (the optimizer's and the delay fix's, over the trainable parameters), without allocating it: the up-front memory check
 // (pipeline/stage_memory.h). `optimizer` validated.
 int64_t stage_optimizer_state_bytes(const OptimizerConfig& optimizer, const DelayFixConfig& delay_fix,
                                     const ParamLayout& layout);

@@ -67,9 +67,10 @@ std::map<int64_t, TensorSet> saved_versions(const std::map<std::string, const Te
             if (it == saved.end())
                 throw RuntimeError(fmt::format("'{}': weight version W{} has no tensor '{}'", source, v, name));
             const Tensor& t = *it->second;
-            if (t.dtype() != dtype || t.shape() != layout[i].shape)
+            const DType want = layout[i].trainable() ? dtype : DType::f32;  // a buffer stays f32 (make_compute_weights)
+            if (t.dtype() != want || t.shape() != layout[i].shape)
                 throw RuntimeError(fmt::format("'{}': tensor '{}' is {} {}, this run's is {} {}", source, name,
-                                               dtype_name(t.dtype()), shape_string(t.shape()), dtype_name(dtype),
+                                               dtype_name(t.dtype()), shape_string(t.shape()), dtype_name(want),
                                                shape_string(layout[i].shape)));
             weights.tensors.push_back(t.clone().to(device));  // its own storage, not the decoded file's
         }

@@ -50,7 +50,7 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
       ops_(ops),
       state_(o_, setup.cut[static_cast<size_t>(stage)], ops.device()),
       lr_(o_.lr, setup.spec.optimizer_steps()),
-      versions_(ops, state_.master, setup.plans.at(static_cast<size_t>(stage)),
+      versions_(ops, state_.model.layout(), state_.master, setup.plans.at(static_cast<size_t>(stage)),
                 o_.delay_fix.kind == DelayFixKind::taylor),
       data_(open_train_data(o_)),
       train_reader_(o_),
@@ -274,9 +274,8 @@ void StageRunner::begin_step(const Action& a) {
     const int64_t n = setup_.spec.microbatches_per_step();
     if (accumulated_ != n)
         throw std::logic_error(fmt::format("optimizer step {} after {} backwards, not {}", a.step, accumulated_, n));
-    if (n > 1)
-        for (Tensor& g : state_.grads.tensors) ops_.scale_inplace(g, 1.0f / static_cast<float>(n));
-    step_sums_ = param_sum_squares(ops_, state_.grads);
+    average_grads(ops_, state_.model.layout(), state_.grads, n);
+    step_sums_ = param_sum_squares(ops_, state_.model.layout(), state_.grads);
     if (o_.clip_scope == ClipScope::global)
         transport_.start_allgather({Channel::clip_sums, a.step}, step_sums_, setup_.param_tensor_counts());
     step_begun_ = true;
@@ -292,7 +291,7 @@ std::optional<double> StageRunner::clip_norm(const Action& a) {
 }
 
 void StageRunner::finish_step(const Action& a, double norm) {
-    clip_grads_to_norm(ops_, state_.grads, norm, o_.clip_grad);
+    clip_grads_to_norm(ops_, state_.model.layout(), state_.grads, norm, o_.clip_grad);
     const double lr = lr_.lr_at(a.step);
     // Taylor's compensation reads the stale version the gradient came from; it is let go before the update so
     // that the stage never holds more versions than its schedule needs.

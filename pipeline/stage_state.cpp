@@ -6,7 +6,7 @@ StageState::StageState(const TrainOptions& o, const StageSpec& spec, Device devi
     : model(o.model, spec),
       master(model.init_weights(o.seed).to(device)),
       grads(TensorSet::zeros(model.layout(), DType::f32, device)),
-      optimizer(o.optimizer, o.delay_fix, model.layout(), o.lr.lr, device) {}
+      optimizer(o.optimizer, o.delay_fix, model.layout(), o.lr.lr, device, o.model.moe.bias_update_rate) {}
 
 std::vector<std::pair<std::string, Tensor*>> StageState::state_tensors() {
     std::vector<std::pair<std::string, Tensor*>> named;

@@ -11,8 +11,9 @@
 
 namespace nb {
 
-WeightVersions::WeightVersions(Ops& ops, const TensorSet& master, const StagePlan& plan, bool optimizer_reads_stale)
-    : ops_(ops), master_(master), compute_(make_compute_weights(ops, master)) {
+WeightVersions::WeightVersions(Ops& ops, const ParamLayout& layout, const TensorSet& master, const StagePlan& plan,
+                               bool optimizer_reads_stale)
+    : ops_(ops), master_(master), compute_(make_compute_weights(ops, layout, master)) {
     int64_t last_backward_version = 0;
     for (const Action& a : plan) {
         if (a.type == ActionType::forward || a.type == ActionType::backward) ++uses_left_[a.version];

@@ -30,7 +30,8 @@ public:
     // must outlive this object). `plan`: the stage's actions, whose forwards and backwards are the uses.
     // `optimizer_reads_stale` (--delay-fix taylor): an optimizer step whose gradient came from an older version
     // than the newest also uses that version (stale_version_of_step); it is released after the compensation.
-    WeightVersions(Ops& ops, const TensorSet& master, const StagePlan& plan, bool optimizer_reads_stale = false);
+    WeightVersions(Ops& ops, const ParamLayout& layout, const TensorSet& master, const StagePlan& plan,
+                   bool optimizer_reads_stale = false);
 
     // With optimizer_reads_stale: the version optimizer step `step`'s gradient was computed at, when it is older
     // than W_step (the step then uses it once more: release it when done); nullopt otherwise.

@@ -249,7 +249,7 @@ int run_bench_schedules(const BenchSchedulesFlags& f) {
         if (!summary) continue;  // not stage 0
         results.push_back(result_of(plan.options, *summary, f.warmup_iters));
         if (parameters == 0)
-            for (const ParamLayout& l : make_pipeline_setup(plan).layouts) parameters += l.total_numel();
+            for (const ParamLayout& l : make_pipeline_setup(plan).layouts) parameters += l.trainable_numel();
     }
     std::fclose(quiet);
     if (mpi_world_rank() != 0) return 0;

@@ -70,11 +70,11 @@ OptimizerConfig named_optimizer(std::string_view name) {
 
 // "adamw 8 B, muon 4.2 B, ...": each optimizer's state per parameter of the whole model, from the registry.
 std::string state_per_parameter(const ModelConfig& c) {
-    const ParamLayout layout = StageModel(c, whole_model_spec(c)).layout();
+    const ParamLayout layout = trainable_params(StageModel(c, whole_model_spec(c)).layout()).layout;
     std::vector<std::string> parts;
     for (const std::string_view name : optimizer_names()) {
         const double per_param = static_cast<double>(optimizer_state_bytes(named_optimizer(name), layout)) /
-                                 static_cast<double>(layout.total_numel());
+                                 static_cast<double>(layout.trainable_numel());
         parts.push_back(fmt::format("{} {:.3g} B", name, per_param));
     }
     return fmt::format("{}", fmt::join(parts, ", "));

@@ -31,9 +31,9 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
     app.add_option("--moe-aux-loss-coeff", f.moe_aux_loss_coeff, "Switch/GShard load-balancing loss coefficient");
     app.add_flag("--moe-router-topk-renorm", f.moe_topk_renorm, "Renormalise the k gates to sum to 1");
     app.add_flag("--moe-router-enable-expert-bias", f.moe_expert_bias,
-                 "Aux-loss-free balancing by an expert bias (not built yet: refused)");
+                 "Aux-loss-free balancing (DeepSeek-V3): a per-expert bias that only selects, updated each step");
     app.add_option("--moe-router-bias-update-rate", f.moe_bias_update_rate,
-                   "Expert bias update rate (not built yet: refused)");
+                   "Expert bias step: b += rate * sign(mean load - load) per optimizer step (default 1e-3)");
 }
 
 ModelConfig resolve_model(const ModelFlags& f) {
@@ -55,10 +55,6 @@ ModelConfig resolve_model(const ModelFlags& f) {
     if (f.tie) c.tie_embeddings = true;
     if (f.untie) c.tie_embeddings = false;
 
-    if (f.moe_expert_bias || !std::isnan(f.moe_bias_update_rate))
-        throw UsageError(fmt::format("{}: the expert bias (aux-loss-free balancing) is not built yet",
-                                     f.moe_expert_bias ? "--moe-router-enable-expert-bias"
-                                                       : "--moe-router-bias-update-rate"));
     if (!f.moe_layers.empty()) c.moe_layers = f.moe_layers == "none" ? "" : f.moe_layers;
     set(c.moe.num_experts, f.num_experts);
     set(c.moe.topk, f.moe_topk);
@@ -66,6 +62,8 @@ ModelConfig resolve_model(const ModelFlags& f) {
     set(c.moe.shared_ffn_hidden_size, f.moe_shared_ffn_hidden_size);
     if (!std::isnan(f.moe_aux_loss_coeff)) c.moe.aux_loss_coeff = f.moe_aux_loss_coeff;
     if (f.moe_topk_renorm) c.moe.topk_renorm = true;
+    if (f.moe_expert_bias) c.moe.expert_bias = true;
+    if (!std::isnan(f.moe_bias_update_rate)) c.moe.bias_update_rate = f.moe_bias_update_rate;
     c.resolve_moe_layers();
     if (!c.has_moe()) {
         const char* given = f.num_experts != -1                 ? "--num-experts"
@@ -74,12 +72,17 @@ ModelConfig resolve_model(const ModelFlags& f) {
                             : f.moe_shared_ffn_hidden_size != -1 ? "--moe-shared-expert-ffn-hidden-size"
                             : !std::isnan(f.moe_aux_loss_coeff) ? "--moe-aux-loss-coeff"
                             : f.moe_topk_renorm                 ? "--moe-router-topk-renorm"
+                            : f.moe_expert_bias                 ? "--moe-router-enable-expert-bias"
+                            : !std::isnan(f.moe_bias_update_rate) ? "--moe-router-bias-update-rate"
                                                                 : nullptr;
         if (given)
             throw UsageError(fmt::format("{} needs MoE layers: this model has none (give --moe-layers all, "
                                          "all-but-first:K or a list of block indices)",
                                          given));
     }
+    if (!std::isnan(f.moe_bias_update_rate) && !f.moe_expert_bias)
+        throw UsageError("--moe-router-bias-update-rate needs --moe-router-enable-expert-bias (the rate of a bias "
+                         "that is off)");
     c.validate();
     return c;
 }

@@ -43,7 +43,7 @@ public:
                                 float dloss) override;
 
     // ---- MoE: src/cpu/moe_router.cpp, moe_aux_loss.cpp, moe_dispatch.cpp, moe_grouped_linear.cpp, moe_combine.cpp,
-    // moe_bias_update.cpp
+    // moe_expert_bias.cpp
     void moe_router_forward(Tensor& probs, Tensor& topk_expert, Tensor& topk_gate, const Tensor& logits,
                             const Tensor& expert_bias, bool renorm) override;
     void moe_router_backward(Tensor& dlogits, const Tensor& dprobs, const Tensor& dgate, const Tensor& probs,
@@ -62,6 +62,7 @@ public:
                              const Tensor& row_of_pair) override;
     void moe_combine_backward(Tensor& dexpert_out, Tensor& dgate, const Tensor& dy, const Tensor& expert_out,
                               const Tensor& topk_gate, const Tensor& row_of_pair) override;
+    void moe_expert_load_accumulate(Tensor& expert_load, const Tensor& expert_offsets) override;
     void moe_expert_bias_update(Tensor& expert_bias, const Tensor& expert_load, float rate) override;
 
     void add_inplace(Tensor& a, const Tensor& b) override;

@@ -91,7 +91,9 @@ LinearDims check_moe_grouped_linear_backward(const Tensor& dx, const std::vector
 // The one check on data, not shapes: the offsets (a host copy of them) partition the R rows,
 // 0 = off[0] <= off[1] <= ... <= off[E] = R; std::invalid_argument naming `op` otherwise.
 void check_moe_offsets_partition(const char* op, const int32_t* host_offsets, int64_t experts, int64_t rows);
-// expert_bias and expert_load both [E] with E > 0; returns E.
+// expert_load [E] f32 and expert_offsets [E+1]; returns E.
+int64_t check_moe_expert_load_accumulate(const Tensor& expert_load, const Tensor& expert_offsets);
+// expert_bias and expert_load f32 [E] with E > 0; returns E.
 int64_t check_moe_expert_bias_update(const Tensor& expert_bias, const Tensor& expert_load);
 
 }  // namespace nb

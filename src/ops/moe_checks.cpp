@@ -155,11 +155,21 @@ void check_moe_offsets_partition(const char* op, const int32_t* host_offsets, in
         throw std::invalid_argument(fmt::format("{}: expert_offsets are not a partition of the {} rows", op, rows));
 }
 
+int64_t check_moe_expert_load_accumulate(const Tensor& expert_load, const Tensor& expert_offsets) {
+    const int64_t e = expert_load.numel();
+    if (expert_load.rank() != 1 || expert_load.dtype() != DType::f32 || !is_1d(expert_offsets, e + 1))
+        fail("moe_expert_load_accumulate", "expert_load f32 [E], expert_offsets [E + 1]",
+             shapes({{"expert_load", &expert_load}, {"expert_offsets", &expert_offsets}}));
+    return e;
+}
+
 int64_t check_moe_expert_bias_update(const Tensor& expert_bias, const Tensor& expert_load) {
-    if (expert_bias.rank() != 1 || expert_bias.dim(0) == 0 || expert_load.shape() != expert_bias.shape())
-        fail("moe_expert_bias_update", "expert_bias and expert_load [E] with E > 0",
+    const int64_t e = expert_bias.numel();
+    if (expert_bias.rank() != 1 || e == 0 || expert_bias.dtype() != DType::f32 || expert_load.dtype() != DType::f32 ||
+        !is_1d(expert_load, e))
+        fail("moe_expert_bias_update", "expert_bias and expert_load f32 [E], E > 0",
              shapes({{"expert_bias", &expert_bias}, {"expert_load", &expert_load}}));
-    return expert_bias.dim(0);
+    return e;
 }
 
 }  // namespace nb

@@ -177,8 +177,11 @@ public:
     // dexpert_out[row, :] += topk_gate[n,j] dy[n, :] ; dgate[n,j] += sum_c dy[n,c] expert_out[row,c] (in c order).
     virtual void moe_combine_backward(Tensor& dexpert_out, Tensor& dgate, const Tensor& dy, const Tensor& expert_out,
                                       const Tensor& topk_gate, const Tensor& row_of_pair) = 0;
-    // Aux-loss-free balancing (DeepSeek-V3), in place, both f32 [E]: b_i += rate sign(mean_load - load_i) with
-    // mean_load = sum(load) / E and sign(0) = 0 (an expert loaded less than the mean gains bias).
+    // Expert bias (aux-loss-free balancing, DeepSeek-V3): expert_load [E] f32 += the pairs each expert received,
+    // expert_offsets[e+1] - expert_offsets[e] (one microbatch's loads into the step's sum; exact up to 2^24).
+    virtual void moe_expert_load_accumulate(Tensor& expert_load, const Tensor& expert_offsets) = 0;
+    // Once per optimizer step: expert_bias[i] += rate sign(mean_load - expert_load[i]), in place, with mean_load =
+    // sum(expert_load) / E (in double) and sign(0) = 0 (the bias stays). expert_bias and expert_load f32 [E].
     virtual void moe_expert_bias_update(Tensor& expert_bias, const Tensor& expert_load, float rate) = 0;
 };
 

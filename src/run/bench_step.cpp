@@ -36,9 +36,9 @@ struct StepState {
     StepState(Ops& ops, const ModelConfig& c, int64_t micro_batch_size, int64_t seq_len)
         : model(c, whole_model_spec(c)),
           weights(model.init_weights(1).to(ops.device())),
-          compute(make_compute_weights(ops, weights)),
+          compute(make_compute_weights(ops, model.layout(), weights)),
           grads(TensorSet::zeros(model.layout(), DType::f32, ops.device())),
-          optimizer(OptimizerConfig{}, DelayFixConfig{}, model.layout(), 1e-4, ops.device()),
+          optimizer(OptimizerConfig{}, DelayFixConfig{}, model.layout(), 1e-4, ops.device(), c.moe.bias_update_rate),
           batch(random_microbatch(c, micro_batch_size, seq_len, ops.device())) {}
 
     void step(Ops& ops) {
@@ -56,7 +56,7 @@ StepTiming time_training_step(Ops& ops, const ModelConfig& c, int64_t micro_batc
     t.seconds = best_seconds(ops, steps, [&] { state.step(ops); });
     t.tokens = micro_batch_size * seq_len;
     t.model_flops = model_flops_per_token(c, seq_len) * static_cast<double>(t.tokens);
-    t.parameters = state.model.layout().total_numel();
+    t.parameters = state.model.layout().trainable_numel();
     return t;
 }
 

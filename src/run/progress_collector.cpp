@@ -346,7 +346,7 @@ void print_pipeline_header(std::FILE* log, const PipelineSetup& setup, const cha
                            int64_t train_windows) {
     const TrainOptions& o = setup.options;
     int64_t params = 0;
-    for (const ParamLayout& layout : setup.layouts) params += layout.total_numel();
+    for (const ParamLayout& layout : setup.layouts) params += layout.trainable_numel();
     fmt::print(log,
                "nobubble: --schedule {} on {} stages ({}) {}, model {} ({} parameters) on {}, {} train windows, "
                "{} tokens per iteration, {} optimizer steps, {}\n",

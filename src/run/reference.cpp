@@ -84,8 +84,8 @@ std::vector<std::unique_ptr<Stage>> make_stages(const TrainOptions& o, Device de
 
 // What a version is made of: the weights the layers compute with (the activation dtype), copied so that the
 // optimizer's in-place updates of the master leave the snapshot as it was.
-TensorSet compute_snapshot(Ops& ops, const TensorSet& master) {
-    return clone_tensors(make_compute_weights(ops, master));
+TensorSet compute_snapshot(Ops& ops, const ParamLayout& layout, const TensorSet& master) {
+    return clone_tensors(make_compute_weights(ops, layout, master));
 }
 
 // ---- one microbatch through all stages ----
@@ -139,7 +139,7 @@ using ParamSums = std::vector<std::vector<double>>;  // [stage][parameter]
 
 ParamSums param_sum_squares(Ops& ops, const std::vector<std::unique_ptr<Stage>>& stages) {
     ParamSums sums;
-    for (const auto& stage : stages) sums.push_back(nb::param_sum_squares(ops, stage->grads));
+    for (const auto& stage : stages) sums.push_back(nb::param_sum_squares(ops, stage->model.layout(), stage->grads));
     return sums;
 }
 
@@ -153,7 +153,7 @@ double clip_gradients(Ops& ops, std::vector<std::unique_ptr<Stage>>& stages, con
     const double global = global_norm(sums);
     for (size_t s = 0; s < stages.size(); ++s) {
         const double norm = o.clip_scope == ClipScope::stage ? stage_norm(sums, s) : global;
-        clip_grads_to_norm(ops, stages[s]->grads, norm, o.clip_grad);
+        clip_grads_to_norm(ops, stages[s]->model.layout(), stages[s]->grads, norm, o.clip_grad);
     }
     return global;
 }
@@ -178,7 +178,7 @@ public:
           history_(o.stages),
           lr_(o.lr, sync_.total),
           reader_(o) {
-        for (int s = 0; s < num_stages(); ++s) history_.add(s, 0, compute_snapshot(ops_, stage(s).master));
+        for (int s = 0; s < num_stages(); ++s) history_.add(s, 0, compute_snapshot(ops_, stage(s).model.layout(), stage(s).master));
     }
 
     int num_stages() const { return static_cast<int>(stages_.size()); }
@@ -230,7 +230,7 @@ public:
             std::map<int64_t, TensorSet> versions =
                 saved_versions(files.by_name, st.model.layout(), ops_.activation_dtype(), ops_.device(), files.source);
             restore_stage_state(st, files.by_name, files.steps_taken, files.source);
-            versions.emplace(files.steps_taken, compute_snapshot(ops_, st.master));
+            versions.emplace(files.steps_taken, compute_snapshot(ops_, st.model.layout(), st.master));
             history_.replace(s, std::move(versions));
         }
     }
@@ -251,9 +251,7 @@ private:
         StepResult r;
         for (int64_t i = 0; i < microbatches; ++i)
             r.loss_sum += forward_backward(ops_, stages_, weights, reader_.next(train, ops_.device()), moe);
-        if (microbatches > 1)
-            for (auto& st : stages_)
-                for (auto& g : st->grads.tensors) ops_.scale_inplace(g, 1.0f / static_cast<float>(microbatches));
+        for (auto& st : stages_) average_grads(ops_, st->model.layout(), st->grads, microbatches);
         r.grad_norm = clip_gradients(ops_, stages_, o_);
         r.lr = lr_.lr_at(step);
         const bool asynchronous = !is_synchronous_step(schedule_, step, sync_);
@@ -273,7 +271,7 @@ private:
     // never holds more than the schedule needs.
     void advance_history(int s, int64_t step) {
         history_.drop_older_than(s, version_of(s, step + 1));
-        history_.add(s, step + 1, compute_snapshot(ops_, stage(s).master));
+        history_.add(s, step + 1, compute_snapshot(ops_, stage(s).model.layout(), stage(s).master));
     }
 
     int64_t version_of(int s, int64_t step) const { return weight_version(schedule_, s, num_stages(), step, sync_); }
@@ -326,7 +324,7 @@ ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
     ReferenceRun run(o, *backend);
 
     int64_t params = 0;
-    for (const auto& st : run.stages()) params += st->model.layout().total_numel();
+    for (const auto& st : run.stages()) params += st->model.layout().trainable_numel();
     const int64_t steps = optimizer_steps(oracle_schedule(o.schedule), o.train_iters, o.num_microbatches);
     fmt::print(log, "nobubble reference: --schedule {} on {} stages ({}), model {} ({} parameters) on {}, "
                "{} train windows, {} tokens per iteration, {} optimizer steps, {}\n",

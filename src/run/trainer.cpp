@@ -58,12 +58,12 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
     const StageModel& model = stage.model;
     TensorSet& weights = stage.master;
     TensorSet& grads = stage.grads;
-    TensorSet compute_weights = make_compute_weights(ops, weights);
+    TensorSet compute_weights = make_compute_weights(ops, model.layout(), weights);
     LrSchedule schedule(o.lr, o.train_iters);
     MicrobatchReader reader(o);
 
     fmt::print(log, "nobubble: model {} ({} parameters) on {}, {} train windows, {} tokens per iteration, {}\n",
-               o.model.preset, model.layout().total_numel(), device_name(device), data->train->num_windows(),
+               o.model.preset, model.layout().trainable_numel(), device_name(device), data->train->num_windows(),
                o.tokens_per_iter(), o.describe_update_rule());
     int64_t first_step = 0;
     if (!o.load_path.empty()) {
@@ -86,9 +86,8 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
             loss_sum += forward_backward(ops, model, compute_weights, grads, reader.next(*data->train, device), 1.0f,
                                          &moe_load);
         const double loss = loss_sum / static_cast<double>(o.num_microbatches);
-        if (o.num_microbatches > 1)
-            for (auto& g : grads.tensors) ops.scale_inplace(g, 1.0f / static_cast<float>(o.num_microbatches));
-        const double grad_norm = clip_grad_norm(ops, grads, o.clip_grad);
+        average_grads(ops, model.layout(), grads, o.num_microbatches);
+        const double grad_norm = clip_grad_norm(ops, model.layout(), grads, o.clip_grad);
         const double lr = schedule.lr_at(step);
         stage.optimizer.step(ops, model.layout(), weights, grads, static_cast<float>(lr));
         refresh_compute_weights(ops, weights, compute_weights);

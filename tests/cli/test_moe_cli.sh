@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # MoE blocks (issue 12, DESIGN section 7) from the command line, on the CPU:
-# - bad MoE input: one line `nobubble: error: ...`, exit 2 (also the expert bias, not built yet); --device cuda is
+# - bad MoE input: one line `nobubble: error: ...`, exit 2 (also the expert bias flags); --device cuda is
 #   accepted (it runs on a GPU, and fails as any CUDA run where there is none);
 # - `train --model tiny-moe` learns (the loss falls over 20 steps) and is deterministic (same final weights);
 # - the pipelines (in-process and mpirun) end on `nobubble reference`'s weights and optimizer state for every
@@ -8,7 +8,9 @@
 # - the aux loss and each MoE layer's expert load in the progress line and --metrics: the same figures from the
 #   plain loop, the in-process pipeline, mpirun and the reference (1f1b and 2bw), and MoE dispatch spans in --trace;
 # - a tiny-moe 2bw run stopped by --exit-interval and resumed ends on the uninterrupted reference's state, and a
-#   checkpoint of another MoE shape is refused.
+#   checkpoint of another MoE shape is refused;
+# - the expert bias (--moe-router-enable-expert-bias): every schedule equals the reference with it, it changes the
+#   training, a 2bw resume with it is exact (also onto 3 stages), and a checkpoint of another bias setting is refused.
 source "$(dirname "$0")/lib.sh"
 make_corpus "$WORK/corpus.txt"
 C="$WORK/corpus.txt"
@@ -32,10 +34,21 @@ expect_error 2 "^nobubble: error: --moe-aux-loss-coeff needs MoE layers" "${M[@]
 expect_error 2 "moe-aux-loss-coeff must be a finite number >= 0, got -0.5" "${M[@]}" --moe-aux-loss-coeff -0.5
 expect_error 2 "moe-shared-expert-ffn-hidden-size must be 0 (none) or more, got -3" "${M[@]}" \
   --moe-shared-expert-ffn-hidden-size -3
-expect_error 2 "moe-router-enable-expert-bias: the expert bias (aux-loss-free balancing) is not built yet" "${M[@]}" \
+expect_error 2 "^nobubble: error: --moe-router-enable-expert-bias needs MoE layers" "${T[@]}" \
   --moe-router-enable-expert-bias
-expect_error 2 "moe-router-bias-update-rate: the expert bias (aux-loss-free balancing) is not built yet" "${M[@]}" \
+expect_error 2 "^nobubble: error: --moe-router-bias-update-rate needs MoE layers" "${T[@]}" \
   --moe-router-bias-update-rate 1e-3
+expect_error 2 "^nobubble: error: --moe-router-bias-update-rate needs --moe-router-enable-expert-bias" "${M[@]}" \
+  --moe-router-bias-update-rate 1e-3
+expect_error 2 "moe-router-bias-update-rate must be a finite number >= 0, got -0.001" "${M[@]}" \
+  --moe-router-enable-expert-bias --moe-router-bias-update-rate -1e-3
+expect_error 2 "moe-router-bias-update-rate must be a finite number >= 0, got inf" "${M[@]}" \
+  --moe-router-enable-expert-bias --moe-router-bias-update-rate inf
+if [ "$HAVE_MPI" = 1 ]; then
+  expect_mpi_usage_error bias_rate_mpi 2 "moe-router-bias-update-rate must be a finite number >= 0" \
+    --data "$C" --model tiny-moe --lr 1e-3 --train-iters 2 --moe-router-enable-expert-bias \
+    --moe-router-bias-update-rate -1
+fi
 # --device cuda with MoE blocks is no longer refused at startup (cuda/moe_*.cu): where no GPU is usable it fails
 # as any CUDA run does (exit 1, one line naming the device), and on a GPU two tiny-moe steps run there.
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
@@ -151,4 +164,36 @@ same_state "tiny-moe 2bw: stopped after 2, resumed, ends on the uninterrupted st
   "$WORK/resume_rest.log"
 # A checkpoint of another MoE shape is refused, naming the field.
 expect_error 1 "identity.model.moe" "$NB" train "${R[@]}" --num-experts 4 --load "$WORK/ckpt"
+
+# The expert bias (aux-loss-free balancing) under every schedule: a buffer in the weights, so a stale forward
+# selects with its own version's bias; the rate is large enough that the bias moves selections within 6 steps.
+FLAGS+=(--moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01)
+check_against_reference bias_gpipe 2 --schedule gpipe --num-microbatches 3
+check_against_reference bias_1f1b_p3 3 --schedule 1f1b --num-microbatches 3 --optimizer muon
+check_against_reference bias_2bw 2 --schedule 2bw --num-microbatches 3
+check_against_reference bias_2bw_ef 2 --schedule 2bw --num-microbatches 3 --optimizer muon --delay-fix ef
+check_against_reference bias_pipedream 2 --schedule pipedream --num-microbatches 2
+# The optimizer state covers the trainable parameters only (the same names with the bias or without): it differs
+# only if the bias moved some selection, whereas the weights' hash would differ by the bias tensor alone.
+o=$(opt_of "$WORK/ref_2bw.log")
+[[ "$o" =~ ^[0-9a-f]{64}$ ]] && [ "$(opt_of "$WORK/ref_bias_2bw.log")" != "$o" ] \
+  && pass "the expert bias changes the training (it moved some selection)" || fail "bias on and off: optimizer state $o"
+# Exact resume with the bias (it is in the checkpoint with its older versions), and identity checks both ways.
+R=("${FLAGS[@]}" --stages 2 --schedule 2bw --num-microbatches 3 --train-iters 5)
+run_logged 120 bias_resume_full "$NB" reference "${R[@]}"
+run_logged 120 bias_resume_stop "$NB" train "${R[@]}" --save "$WORK/ckpt_bias" --save-interval 2 --exit-interval 2
+run_logged 120 bias_resume_rest "$NB" train "${R[@]}" --load "$WORK/ckpt_bias"
+same_state "tiny-moe 2bw with the expert bias: stopped after 2, resumed, ends on the uninterrupted state" \
+  "$WORK/bias_resume_full.log" "$WORK/bias_resume_rest.log"
+# Resharded (1f1b, whose bits do not depend on the cut): saved on 2 stages, resumed on 3, ends on the 3-stage
+# reference (the bias is found by name).
+R3=("${FLAGS[@]}" --schedule 1f1b --num-microbatches 3 --train-iters 5)
+run_logged 120 bias_reshard_full "$NB" reference "${R3[@]}" --stages 3
+run_logged 120 bias_reshard_stop "$NB" train "${R3[@]}" --stages 2 --save "$WORK/ckpt_reshard" --save-interval 2 \
+  --exit-interval 2
+run_logged 120 bias_reshard_rest "$NB" train "${R3[@]}" --stages 3 --load "$WORK/ckpt_reshard"
+same_state "tiny-moe 1f1b with the expert bias: saved on 2 stages, resumed on 3, ends on the 3-stage reference" \
+  "$WORK/bias_reshard_full.log" "$WORK/bias_reshard_rest.log"
+expect_error 1 "identity.model.moe" "$NB" train "${R[@]}" --load "$WORK/ckpt"
+expect_error 1 "identity.model.moe" "$NB" train "${R[@]/#0.01/0.02}" --load "$WORK/ckpt_bias"  # another rate
 finish

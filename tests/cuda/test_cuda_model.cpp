@@ -58,7 +58,7 @@ void check_against_cpu(const ModelConfig& c, const StageModel& model, const Tens
     const float cpu_loss = forward_backward(cpu, model, weights, cpu_grads, mb);
 
     TensorSet master = weights.to(Device::cuda);
-    TensorSet compute = make_compute_weights(gpu, master);
+    TensorSet compute = make_compute_weights(gpu, model.layout(), master);
     TensorSet gpu_grads = TensorSet::zeros(model.layout(), DType::f32, Device::cuda);
     const float gpu_loss = forward_backward(gpu, model, compute, gpu_grads, on_device(mb));
 
@@ -114,7 +114,7 @@ TEST_CASE("tiny model: 20 AdamW steps on both backends track each other") {
     StageModel model(c, whole_model_spec(c));
     TensorSet cpu_weights = model.init_weights(3);
     TensorSet gpu_master = cpu_weights.to(Device::cuda);
-    TensorSet gpu_compute = make_compute_weights(gpu, gpu_master);
+    TensorSet gpu_compute = make_compute_weights(gpu, model.layout(), gpu_master);
     TensorSet cpu_grads = TensorSet::zeros(model.layout());
     TensorSet gpu_grads = TensorSet::zeros(model.layout(), DType::f32, Device::cuda);
     AdamW cpu_opt(model.layout(), AdamWConfig{});
@@ -152,7 +152,7 @@ void check_repeatable(const ModelConfig& c) {
     const Microbatch mb = on_device(host_batch(c, 2, 48, 9));
     auto run = [&] {
         TensorSet master = model.init_weights(4).to(Device::cuda);
-        TensorSet compute = make_compute_weights(gpu, master);
+        TensorSet compute = make_compute_weights(gpu, model.layout(), master);
         TensorSet grads = TensorSet::zeros(model.layout(), DType::f32, Device::cuda);
         forward_backward(gpu, model, compute, grads, mb);
         return grads.to(Device::cpu);

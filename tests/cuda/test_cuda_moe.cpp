@@ -459,6 +459,33 @@ TEST_CASE("moe expert bias update is the CPU's, bit for bit") {
     check_bitwise_equal(many, many_ref, "expert bias, 300 experts");
 }
 
+TEST_CASE("moe expert load accumulate is the CPU's, bit for bit") {
+    CudaOps& gpu = cuda_ops();
+    CpuOps cpu;
+    // Two microbatches' offsets into one step's load: an expert with no pair, one with every pair of the first.
+    const Tensor first = i32_host({5}, {0, 0, 12, 12, 12}), second = i32_host({5}, {0, 3, 5, 9, 12});
+    Tensor load_ref = f32_host({4}, {1, 2, 3, 4});
+    cpu.moe_expert_load_accumulate(load_ref, first);
+    cpu.moe_expert_load_accumulate(load_ref, second);
+    const float want[4] = {1 + 0 + 3, 2 + 12 + 2, 3 + 0 + 4, 4 + 0 + 3};
+    for (int i = 0; i < 4; ++i) CHECK(load_ref.f32()[i] == want[i]);
+    Tensor load = to_cuda_f32(f32_host({4}, {1, 2, 3, 4}), gpu);
+    gpu.moe_expert_load_accumulate(load, to_cuda(first, gpu));
+    gpu.moe_expert_load_accumulate(load, to_cuda(second, gpu));
+    check_bitwise_equal(load, load_ref, "expert load, 4 experts");
+
+    // 300 experts (more than one block of threads).
+    std::vector<int32_t> offsets(301, 0);
+    Rng rng(113);
+    for (int64_t e = 0; e < 300; ++e) offsets[e + 1] = offsets[e] + static_cast<int32_t>(rng.below(7));
+    const Tensor many_off = i32_host({301}, offsets);
+    Tensor many_ref = Tensor::zeros({300});
+    cpu.moe_expert_load_accumulate(many_ref, many_off);
+    Tensor many = gpu.f32_zeros({300});
+    gpu.moe_expert_load_accumulate(many, to_cuda(many_off, gpu));
+    check_bitwise_equal(many, many_ref, "expert load, 300 experts");
+}
+
 // ---- argument checks ----
 
 TEST_CASE("moe ops reject wrong dtypes") {

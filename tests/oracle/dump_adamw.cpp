@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
         for (int k = 0; k < kSteps; ++k) {
             TensorSet grads = random_grads(layout, rng, kGradNorms[k]);
             write_set(fmt::format("{}/grads_{}.f32", workdir, k), grads);
-            norms.push_back(clip_grad_norm(ops, grads, kMaxGradNorm));
+            norms.push_back(clip_grad_norm(ops, layout, grads, kMaxGradNorm));
             const float lr = static_cast<float>(schedule.lr_at(k));
             lrs.push_back(lr);
             adamw.step(ops, layout, weights, grads, lr);

@@ -1,5 +1,6 @@
 // What the C++ sides of the oracle tests (tests/oracle/dump_*.cpp) share: writing raw little-endian files for the
-// Python oracles to read, and the random weights and gradients of the optimizer dumps.
+// Python oracles to read, the random weights and gradients of the optimizer dumps, and the main() of the dumps
+// that write one directory per case.
 #pragma once
 
 #include <bit>
@@ -11,6 +12,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "model/params.h"
 #include "src/core/tensor.h"
@@ -75,6 +78,33 @@ inline TensorSet random_grads(const ParamLayout& layout, std::mt19937& rng, doub
         for (int64_t j = 0; j < g[i].numel(); ++j) p[j] = scale * uniform(rng);
     }
     return g;
+}
+
+// `program --workdir DIR`: dump(c, DIR/<c.name>, seed) for every case, the seed counting up from first_seed, then
+// DIR/cases.json listing the cases' names (what tests/oracle/case_oracle.py reads). Exit 2 for a bad command
+// line, 1 when a case throws.
+template <class Case, class Dump>
+int dump_cases_main(const char* program, int argc, char** argv, const std::vector<Case>& cases, uint64_t first_seed,
+                    Dump dump) {
+    if (argc != 3 || std::string(argv[1]) != "--workdir") {
+        std::fprintf(stderr, "usage: %s --workdir DIR\n", program);
+        return 2;
+    }
+    const std::string workdir = argv[2];
+    try {
+        uint64_t seed = first_seed;
+        std::vector<std::string> names;
+        for (const Case& c : cases) {
+            dump(c, workdir + "/" + c.name, seed++);
+            names.push_back(fmt::format("\"{}\"", c.name));
+        }
+        write_text(workdir + "/cases.json", fmt::format("[{}]\n", fmt::join(names, ", ")));
+        std::printf("%s: %zu cases written to %s\n", program, names.size(), workdir.c_str());
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+        return 1;
+    }
+    return 0;
 }
 
 }  // namespace nb::oracle

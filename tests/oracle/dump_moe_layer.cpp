@@ -157,32 +157,5 @@ void dump_case(const Case& c, const std::string& dir, uint64_t seed) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string workdir;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        if (arg == "--workdir" && i + 1 < argc) {
-            workdir = argv[++i];
-        } else {
-            std::fprintf(stderr, "usage: dump_moe_layer --workdir DIR\n");
-            return 2;
-        }
-    }
-    if (workdir.empty()) {
-        std::fprintf(stderr, "usage: dump_moe_layer --workdir DIR\n");
-        return 2;
-    }
-    try {
-        uint64_t seed = 4242;
-        std::vector<std::string> names;
-        for (const Case& c : cases()) {
-            dump_case(c, workdir + "/" + c.name, seed++);
-            names.push_back(fmt::format("\"{}\"", c.name));
-        }
-        write_text(workdir + "/cases.json", fmt::format("[{}]\n", fmt::join(names, ", ")));
-        std::printf("dump_moe_layer: %zu cases written to %s\n", names.size(), workdir.c_str());
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "dump_moe_layer: error: %s\n", e.what());
-        return 1;
-    }
-    return 0;
+    return nb::oracle::dump_cases_main("dump_moe_layer", argc, argv, cases(), 4242, dump_case);
 }

@@ -17,17 +17,16 @@ gradient, an expert that received no token, must be exactly zero). The selection
 checks the routing situation it was built for (a deciding tie, an expert without tokens, one with every token,
 k = E).
 """
-import argparse
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from test_model import Report, read
+from case_oracle import run_cases
+from test_model import read
 
 
 def swiglu(x, w_gate, w_up, w_down):
@@ -127,25 +126,8 @@ def run_case(workdir, case, report):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--dump", required=True, help="the dump_moe_layer binary")
-    ap.add_argument("--nobubble", help="ignored: this oracle needs only the dump program")
-    ap.add_argument("--workdir", required=True)
-    args = ap.parse_args()
-
     torch.set_default_dtype(torch.float64)
-    os.makedirs(args.workdir, exist_ok=True)
-    subprocess.run([args.dump, "--workdir", args.workdir], check=True)
-    with open(os.path.join(args.workdir, "cases.json")) as f:
-        cases = json.load(f)
-    report = Report()
-    for case in cases:
-        run_case(args.workdir, case, report)
-    print()
-    for (case, category), err in sorted(report.worst.items()):
-        print(f"max rel err {case:18s} {category:5s} {err:.3e}")
-    print(f"{report.passed} passed, {report.failed} failed")
-    return 1 if report.failed or len(cases) < 5 else 0
+    return run_cases(run_case, min_cases=5)
 
 
 if __name__ == "__main__":

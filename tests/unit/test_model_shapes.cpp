@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "src/cpu/cpu_ops.h"
 #include "src/core/error.h"
 #include "tests/unit/fd_check.h"
@@ -106,6 +108,38 @@ TEST_CASE("stage parameter counts agree with the stage layouts") {
             }
         }
     }
+}
+
+TEST_CASE("the expert bias is a zero f32 buffer per MoE block, present only when enabled, not a parameter") {
+    ModelConfig c = model_preset("tiny-moe");
+    const StageSpec whole = whole_model_spec(c);
+    const ParamLayout plain = StageModel(c, whole).layout();
+    c.moe.expert_bias = true;
+    const StageModel model(c, whole);
+    const ParamLayout& layout = model.layout();
+    int buffers = 0;
+    for (int64_t b = 0; b < c.num_layers; ++b) {
+        const int i = layout.index_of(fmt::format("layers.{}.moe.expert_bias", b));
+        CHECK((i >= 0) == c.is_moe_block(b));
+        CHECK(plain.index_of(fmt::format("layers.{}.moe.expert_bias", b)) == -1);
+        if (i < 0) continue;
+        ++buffers;
+        CHECK(layout[i].kind == ParamKind::expert_bias);
+        CHECK(!layout[i].trainable());
+        CHECK(layout[i].shape == Shape{c.moe.num_experts});
+        for (uint64_t seed : {1, 7}) {
+            const TensorSet w = model.init_weights(seed);
+            for (int64_t e = 0; e < c.moe.num_experts; ++e) CHECK(w[i].f32()[e] == 0.0f);
+        }
+    }
+    CHECK(buffers > 0);
+    CHECK(layout.size() == plain.size() + buffers);
+    CHECK(layout.trainable_numel() == plain.total_numel());  // parameter counts leave buffers out
+    CHECK(layout.trainable_numel() == stage_param_count(c, whole));
+    CHECK(layout.total_numel() == plain.total_numel() + buffers * c.moe.num_experts);
+    const TrainableParams t = trainable_params(layout);
+    REQUIRE(t.layout.size() == plain.size());
+    for (int i = 0; i < plain.size(); ++i) CHECK(t.layout[i].name == plain[i].name);  // the optimizer's view
 }
 
 TEST_CASE("stage_activation_bytes equals the bytes the layers actually stash") {

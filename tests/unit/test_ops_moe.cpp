@@ -294,3 +294,19 @@ TEST_CASE("moe ops reject impossible shapes") {
     CHECK_THROWS_AS(ops.moe_grouped_linear_forward(y, Tensor::zeros({4, 3}), {&w0}, from_ints({2}, {0, 3})),
                     std::invalid_argument);  // the offsets cover 3 of 4 rows
 }
+
+TEST_CASE("moe_expert_load_accumulate adds each expert's pairs; moe_expert_bias_update follows the sign rule") {
+    CpuOps ops;
+    Tensor load = Tensor::zeros({4});
+    ops.moe_expert_load_accumulate(load, from_ints({5}, {0, 3, 4, 6, 8}));  // loads 3 1 2 2
+    ops.moe_expert_load_accumulate(load, from_ints({5}, {0, 3, 4, 6, 8}));
+    CHECK(std::vector<float>(load.f32(), load.f32() + 4) == std::vector<float>{6, 2, 4, 4});
+    Tensor bias = from_floats({4}, {0.5f, -0.25f, 0.125f, -0.0f});
+    ops.moe_expert_bias_update(bias, load, 0.25f);  // mean 4: over, under, on, on
+    CHECK(bias.f32()[0] == 0.25f);
+    CHECK(bias.f32()[1] == 0.0f);
+    CHECK(bias.f32()[2] == 0.125f);  // sign 0: exactly as it was, even -0
+    CHECK(std::signbit(bias.f32()[3]));
+    CHECK_THROWS_AS(ops.moe_expert_bias_update(bias, Tensor::zeros({3}), 0.1f), std::invalid_argument);
+    CHECK_THROWS_AS(ops.moe_expert_load_accumulate(load, from_ints({4}, {0, 1, 2, 3})), std::invalid_argument);
+}

@@ -76,7 +76,7 @@ TEST_CASE("every optimizer's state estimate equals what it allocates, on every s
                 o.optimizer.name = std::string(name);
                 o.delay_fix.kind = fix;
                 const ParamLayout layout = layout_of(o, spec);
-                StageOptimizer real(o.optimizer, o.delay_fix, layout, o.lr.lr, Device::cpu);
+                StageOptimizer real(o.optimizer, o.delay_fix, layout, o.lr.lr, Device::cpu, o.model.moe.bias_update_rate);
                 CHECK(stage_optimizer_state_bytes(o.optimizer, o.delay_fix, layout) == allocated_state_bytes(real));
                 const int64_t ef = fix == DelayFixKind::ef ? 4 * layout.total_numel() : 0;
                 CHECK(stage_optimizer_state_bytes(o.optimizer, o.delay_fix, layout) ==

@@ -159,8 +159,9 @@ TEST_CASE("in-process transport: messages are copies, taken once, after their re
 
 TEST_CASE("weight versions: a snapshot only while a later use needs it, dropped after its last use") {
     nb::CpuOps ops;
-    nb::TensorSet master;
-    master.tensors.push_back(nb::Tensor::zeros({2}));
+    nb::ParamLayout layout;
+    layout.add({"w", {2}, nb::ParamKind::hidden_matrix});
+    nb::TensorSet master = nb::TensorSet::zeros(layout);
     master[0].fill(1.0f);
     // Forward of W0, step to W1, backward of W0 (stashed), forward of W1, step to W2.
     const nb::StagePlan plan = {{ActionType::forward, 0, 0, 0, -1},
@@ -168,7 +169,7 @@ TEST_CASE("weight versions: a snapshot only while a later use needs it, dropped 
                                 {ActionType::backward, 0, 0, 0, -1},
                                 {ActionType::forward, 1, 1, 1, -1},
                                 {ActionType::optimizer_step, -1, 1, 2, -1}};
-    nb::WeightVersions versions(ops, master, plan);
+    nb::WeightVersions versions(ops, layout, master, plan);
     versions.release(0);  // the forward
     versions.before_update();
     master[0].fill(2.0f);  // the optimizer's update, in place
