@@ -38,7 +38,7 @@ struct LayerState {
     TensorSet master, compute, grads;
     LayerState(Ops& ops, const ParamLayout& layout, uint64_t seed)
         : master(random_weights(layout, seed).to(ops.device())),
-          compute(make_compute_weights(ops, master)),
+          compute(make_compute_weights(ops, layout, master)),
           grads(TensorSet::zeros(layout, DType::f32, ops.device())) {}
 };
 

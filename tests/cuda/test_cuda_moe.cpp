@@ -552,7 +552,7 @@ void check_moe_layer(const MoeConfig& config, const Tensor& bias_host, uint64_t 
     const MoeOutput cpu_out = moe.forward(cpu_ctx, h, bias_host, &cpu_stash);
     const Tensor cpu_dh = moe.backward(cpu_ctx, dout, 1.0f, cpu_stash);
 
-    const TensorSet compute = make_compute_weights(gpu, weights.to(Device::cuda));
+    const TensorSet compute = make_compute_weights(gpu, layout, weights.to(Device::cuda));
     TensorSet gpu_grads = TensorSet::zeros(layout, DType::f32, Device::cuda);
     LayerContext gpu_ctx{gpu, compute, &gpu_grads, none_batch};
     Stash gpu_stash;

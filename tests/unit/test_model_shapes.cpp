@@ -20,6 +20,7 @@
 #include "model/layer.h"
 #include "model/partition.h"
 #include "model/stage_model.h"
+#include "optim/muon.h"
 
 using namespace nb;
 using namespace nb::test;
@@ -140,6 +141,27 @@ TEST_CASE("the expert bias is a zero f32 buffer per MoE block, present only when
     const TrainableParams t = trainable_params(layout);
     REQUIRE(t.layout.size() == plain.size());
     for (int i = 0; i < plain.size(); ++i) CHECK(t.layout[i].name == plain[i].name);  // the optimizer's view
+}
+
+// README "Mixture of Experts", optimizers: Muon's Newton-Schulz runs on each expert's w_gate, w_up, w_down alone
+// (separate [f, d] / [d, f] parameters, never one stacked [E f, d]) and on the router [E, d] as on any hidden matrix.
+TEST_CASE("Muon sees the router and each expert's matrices as separate hidden matrices") {
+    const ModelConfig c = model_preset("tiny-moe");
+    const ParamLayout layout = StageModel(c, whole_model_spec(c)).layout();
+    for (int64_t b = 0; b < c.num_layers; ++b) {
+        if (!c.is_moe_block(b)) continue;
+        const int router = layout.index_of(fmt::format("layers.{}.moe.router.weight", b));
+        REQUIRE(router >= 0);
+        CHECK(layout[router].shape == Shape{c.moe.num_experts, c.hidden_size});
+        CHECK(Muon::takes_muon(layout[router]));
+        for (int64_t e = 0; e < c.moe.num_experts; ++e)
+            for (const char* m : {"w_gate", "w_up", "w_down"}) {
+                const int i = layout.index_of(fmt::format("layers.{}.moe.experts.{}.{}", b, e, m));
+                REQUIRE(i >= 0);
+                CHECK(Muon::takes_muon(layout[i]));
+                CHECK(shape_numel(layout[i].shape) == c.moe.ffn_hidden_size * c.hidden_size);
+            }
+    }
 }
 
 TEST_CASE("stage_activation_bytes equals the bytes the layers actually stash") {
