@@ -8,7 +8,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Debian packages the build, the tests and the main job need.
 PACKAGES := cmake ninja-build g++ make ccache pkg-config openmpi-bin libopenmpi-dev libcli11-dev libfmt-dev \
-            doctest-dev libopenblas-dev python3-torch python3-numpy python3-matplotlib fortunes
+            doctest-dev libopenblas-dev python3-torch python3-numpy python3-matplotlib fortunes \
+            slurm-wlm munge
 
 .PHONY: setup configure build test run bench gpu-deps clean
 

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# run/slurm/train.sbatch on a real single-node Slurm (run/slurm/local_slurm.sh), CPU backend, 2 ranks overcommitted
+# on this machine's cores (-O):
+# - a job under srun --mpi=pmix ends on the same `final weights sha256` as the same run under plain mpirun;
+# - a job under mpirun preempted mid-run (`scontrol requeue`) comes back, resumes from its checkpoint, same hash;
+# - a job under srun hit by its time-limit signal (USR1 to the batch script, as --signal=B:USR1@N sends it) saves,
+#   requeues itself, resumes from that save, same hash;
+# - an impossible layout (ranks != STAGES; DEVICE=cuda without GPUs) fails before training with one error line.
+# Prints the preemption timings. Every wait is bounded; the daemons and scratch go away on any exit (trap).
+# Slurm and munge come from Debian (Makefile PACKAGES); CI=true installs them when missing, elsewhere it skips.
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+SBATCH="$ROOT/run/slurm/train.sbatch"
+LOCAL_SLURM="$ROOT/run/slurm/local_slurm.sh"
+# A run of this test that was killed (ctest's timeout) left its daemons: their pid files are in WORK, which
+# lib.sh is about to remove.
+"$LOCAL_SLURM" down "${2:?usage: test.sh NOBUBBLE WORKDIR}/slurm"
+source "$(dirname "$0")/lib.sh"
+JOB_TIMEOUT_S=90 # the most any one job may take, requeues included
+
+if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
+  if [ "${CI:-}" = true ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null
+  else
+    echo "skip: slurm-wlm and munge are not installed (make setup installs them)"
+    finish
+    exit
+  fi
+fi
+if [ "$HAVE_MPI" != 1 ]; then
+  echo "skip: this nobubble has no MPI"
+  finish
+  exit
+fi
+
+cleanup() {
+  local j
+  for j in $(timeout 5 squeue -h -o %i 2>/dev/null); do scancel "$j" 2>/dev/null; done
+  "$LOCAL_SLURM" down "$WORK/slurm"
+  rm -rf "$WORK/runs" "$WORK/slurm"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+eval "$("$LOCAL_SLURM" up "$WORK/slurm")" || { fail "local_slurm.sh up: $(tail -n 5 "$WORK"/slurm/*.log)"; finish; exit 1; }
+
+make_corpus "$WORK/corpus.txt"
+TRAIN_ARGS="${TINY_FLAGS[*]} --log-interval 50 --data $WORK/corpus.txt --schedule 1f1b --num-microbatches 2 --train-iters 1000"
+export TRAIN_ARGS NOBUBBLE="$NB" DEVICE=cpu SAVE_INTERVAL=100 MPIRUN_FLAGS=
+run_logged 120 mpirun "${MPI[@]}" -np 2 "$NB" train --device cpu --stages 2 $TRAIN_ARGS
+WANT=$(hash_of "$WORK/mpirun.log")
+
+# submit NAME SBATCH_FLAGS... (knobs in the environment): the job id; its log is $WORK/NAME-<id>.out.
+submit() {
+  local name=$1
+  shift
+  sbatch --parsable -D "$WORK" -J "$name" -O --ntasks-per-node=2 --gpus-per-task=0 --export=ALL "$@" "$SBATCH"
+}
+state_of() { squeue -h -j "$1" -o %t 2>/dev/null; }
+# wait_until SECONDS COMMAND...: polls COMMAND every 0.2 s; false when it never succeeds in time.
+wait_until() {
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@"; do [ "$SECONDS" -lt "$deadline" ] || return 1; sleep 0.2; done
+}
+gone() { [ -z "$(state_of "$1")" ]; }
+# release_when_requeued ID [SCONTROL_UPDATE...]: true once the job is gone. A requeued job waits ~2 minutes (its
+# BeginTime) before it may start again: make it eligible now (and apply the updates).
+release_when_requeued() {
+  local id=$1
+  shift
+  [ "$(squeue -h -j "$id" -o %t:%r 2>/dev/null)" = PD:BeginTime ] && scontrol update jobid="$id" StartTime=now "$@"
+  gone "$id"
+}
+trained_past() { grep -q "^step *$2/" "$WORK/runs/$1/train.log" 2>/dev/null; }
+epoch_of() { grep "$2" "$1" | head -n 1 | grep -o '[0-9]*\.[0-9]*' | tail -n 1; }
+ms_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%d", (b - a) * 1000 }'; }
+
+# check_job NAME ID RESTARTS: finished within time, on the mpirun run's hash, resumed RESTARTS times.
+check_job() {
+  local name=$1 id=$2 restarts=$3 log="$WORK/$1-$2.out" run="$WORK/runs/$1-$2/train.log"
+  local resumed
+  resumed=$(grep -c '^resumed from ' "$run" 2>/dev/null)
+  if [ "$(grep '^train.sbatch: finished: ' "$log" | awk '{print $6}')" = "$WANT" ] && [ "$(hash_of "$run" | tail -n 1)" = "$WANT" ] \
+     && [ "$resumed" = "$restarts" ] && [ "$(grep -c ' restart [0-9]* at ' "$log")" = $((restarts + 1)) ]; then
+    pass "$name: $((restarts + 1)) start(s), $resumed resume(s): $(grep '^resumed from ' "$run" | sed "s|$WORK/runs/||" | tr '\n' ' ')ends on the mpirun run's hash"
+  else
+    fail "$name: want $WANT after $restarts resume(s), got $resumed resume(s); job log: $(tail -n 6 "$log"); run log: $(grep -E '^(resumed|stopped|final weights|nobubble: error)' "$run")"
+  fi
+}
+
+# 1. Plain: srun --mpi=pmix.
+j=$(LAUNCHER=srun submit plain)
+wait_until "$JOB_TIMEOUT_S" gone "$j" || fail "plain: job $j still $(state_of "$j") after ${JOB_TIMEOUT_S}s"
+check_job plain "$j" 0
+
+# 2. Preempted: mpirun, `scontrol requeue` once step 300 is printed (checkpoints at 100, 200, 300).
+j=$(LAUNCHER=mpirun submit requeue)
+if wait_until 60 trained_past "requeue-$j" 300; then
+  t0=$(date +%s.%N)
+  scontrol requeue "$j"
+  wait_until "$JOB_TIMEOUT_S" release_when_requeued "$j" || fail "requeue: job $j still $(state_of "$j") after ${JOB_TIMEOUT_S}s"
+  log="$WORK/requeue-$j.out"
+  echo "timing: requeue: requeue to the launcher's exit $(ms_between "$t0" "$(epoch_of "$log" 'launcher exited')") ms," \
+    "to the restart $(ms_between "$t0" "$(epoch_of "$log" 'restart 1 at')") ms" \
+    "($(grep -E '^(stopped by|resumed from)' "$WORK/runs/requeue-$j/train.log" | sed "s|$WORK/runs/||" | tr '\n' ' '))"
+  check_job requeue "$j" 1
+else
+  fail "requeue: job $j never reached step 300: $(tail -n 3 "$WORK/requeue-$j.out")"
+fi
+
+# 3. The time limit: the job asks for USR1 to its batch script ahead of its limit (--signal=B:USR1@50); Slurm sends
+# it on a ~30 s periodic check, anywhere up to 30 s early, too loose for a run of seconds, so the test sends the
+# same signal the same way (`scancel --batch --signal=USR1`) once step 300 is printed. Only the signal's
+# checkpoint exists (SAVE_INTERVAL=1000), so the resume is from it.
+j=$(LAUNCHER=srun SAVE_INTERVAL=1000 submit timelimit --time=10 --signal=B:USR1@50)
+log="$WORK/timelimit-$j.out"
+if wait_until 60 trained_past "timelimit-$j" 300; then
+  scancel --batch --signal=USR1 "$j"
+  wait_until "$JOB_TIMEOUT_S" release_when_requeued "$j" || fail "timelimit: job $j still $(state_of "$j") after ${JOB_TIMEOUT_S}s"
+  t_sig=$(epoch_of "$log" 'got USR1')
+  echo "timing: time-limit signal: USR1 to the launcher's exit (saved) $(ms_between "$t_sig" "$(epoch_of "$log" 'launcher exited')") ms," \
+    "to the restart $(ms_between "$t_sig" "$(epoch_of "$log" 'restart 1 at')") ms" \
+    "($(grep -E '^(stopped by|resumed from)' "$WORK/runs/timelimit-$j/train.log" | sed "s|$WORK/runs/||" | tr '\n' ' '))"
+  grep -q '^stopped by SIGUSR1 after step [0-9]*; checkpoint saved$' "$WORK/runs/timelimit-$j/train.log" \
+    && pass "timelimit: the ranks saved on the forwarded USR1" || fail "timelimit: no save on USR1: $(tail -n 4 "$log")"
+else
+  fail "timelimit: job $j never reached step 300: $(tail -n 3 "$log")"
+fi
+check_job timelimit "$j" 1
+
+# 4. Impossible layouts: one error line in the job's log, nothing trained.
+# expect_job_error NAME PATTERN SBATCH_FLAGS...
+expect_job_error() {
+  local name=$1 pattern=$2 id
+  shift 2
+  id=$(submit "$name" "$@")
+  wait_until 30 gone "$id" || fail "$name: job $id still $(state_of "$id") after 30s"
+  local log="$WORK/$name-$id.out"
+  if [ "$(grep -c '^nobubble: error: ' "$log")" = 1 ] && grep '^nobubble: error: ' "$log" | grep -q -- "$pattern" \
+     && [ ! -e "$WORK/runs/$name-$id" ]; then
+    pass "$name: $(grep '^nobubble: error: ' "$log")"
+  else
+    fail "$name: want one error line matching '$pattern' and no run directory; got: $(cat "$log")"
+  fi
+}
+STAGES=3 expect_job_error stages 'the job has 2 ranks but STAGES=3'
+DEVICE=cuda expect_job_error gpus '2 ranks per node but 0 GPUs'
+finish
