@@ -28,7 +28,19 @@ stop_daemon() {
   rm -f "$pidfile"
 }
 
-down() { for d in "${DAEMONS[@]}"; do stop_daemon "$d"; done; }
+# cancel_jobs: while the controller lives, cancels every job and waits (10 s at most) for them to end, so that no
+# job step (slurmstepd and its ranks, which outlive slurmd) is left behind.
+cancel_jobs() {
+  [ -s "$DIR/slurmctld.pid" ] && [ "$(cat "/proc/$(cat "$DIR/slurmctld.pid")/comm" 2>/dev/null)" = slurmctld ] || return 0
+  export SLURM_CONF="$DIR/slurm.conf"
+  timeout 5 scancel --full --user="$(id -un)" 2>/dev/null || true
+  for _ in $(seq 1 50); do [ -z "$(timeout 5 squeue -h -o %i 2>/dev/null)" ] && break; sleep 0.2; done
+}
+
+down() {
+  cancel_jobs
+  for d in "${DAEMONS[@]}"; do stop_daemon "$d"; done
+}
 
 write_conf() {
   local host mem_mb

@@ -5,6 +5,7 @@
 # - a job under mpirun preempted mid-run (`scontrol requeue`) comes back, resumes from its checkpoint, same hash;
 # - a job under srun hit by its time-limit signal (USR1 to the batch script, as --signal=B:USR1@N sends it) saves,
 #   requeues itself, resumes from that save, same hash;
+# - a cancelled job (scancel) saves on Slurm's TERM and is not requeued;
 # - an impossible layout (ranks != STAGES; DEVICE=cuda without GPUs) fails before training with one error line.
 # Prints the preemption timings. Every wait is bounded; the daemons and scratch go away on any exit (trap).
 # Slurm and munge come from Debian (Makefile PACKAGES); CI=true installs them when missing, elsewhere it skips.
@@ -33,9 +34,8 @@ if [ "$HAVE_MPI" != 1 ]; then
 fi
 
 cleanup() {
-  local j
-  for j in $(timeout 5 squeue -h -o %i 2>/dev/null); do scancel "$j" 2>/dev/null; done
-  "$LOCAL_SLURM" down "$WORK/slurm"
+  "$LOCAL_SLURM" down "$WORK/slurm" # cancels the jobs first
+  cp "$WORK/slurm/slurmctld.log" "$WORK/slurm/slurmd.log" "$WORK/" 2>/dev/null # kept for a failure's reading
   rm -rf "$WORK/runs" "$WORK/slurm"
 }
 trap cleanup EXIT
@@ -54,7 +54,9 @@ submit() {
   shift
   sbatch --parsable -D "$WORK" -J "$name" -O --ntasks-per-node=2 --gpus-per-task=0 --export=ALL "$@" "$SBATCH"
 }
-state_of() { squeue -h -j "$1" -o %t 2>/dev/null; }
+# state_of ID: squeue's state (R, PD, CG...), empty once the job has ended, `?` when squeue failed (a busy
+# controller times out): a failed query must not read as an ended job.
+state_of() { squeue -h -j "$1" -o %t 2>/dev/null || echo '?'; }
 # wait_until SECONDS COMMAND...: polls COMMAND every 0.2 s; false when it never succeeds in time.
 wait_until() {
   local deadline=$((SECONDS + $1))
@@ -63,14 +65,17 @@ wait_until() {
 }
 gone() { [ -z "$(state_of "$1")" ]; }
 # release_when_requeued ID [SCONTROL_UPDATE...]: true once the job is gone. A requeued job waits ~2 minutes (its
-# BeginTime) before it may start again: make it eligible now (and apply the updates).
+# BeginTime) before it may start again: make it eligible in a second (and apply the updates), once the node is
+# idle: a start while slurmd still cleans up the previous one fails at once (seen: exit 1 in 8 ms).
 release_when_requeued() {
   local id=$1
   shift
-  [ "$(squeue -h -j "$id" -o %t:%r 2>/dev/null)" = PD:BeginTime ] && scontrol update jobid="$id" StartTime=now "$@"
+  [ "$(squeue -h -j "$id" -o %t:%r 2>/dev/null)" = PD:BeginTime ] && [ "$(sinfo -h -o %t 2>/dev/null)" = idle ] \
+    && scontrol update jobid="$id" StartTime=now+1 "$@"
   gone "$id"
 }
-trained_past() { grep -q "^step *$2/" "$WORK/runs/$1/train.log" 2>/dev/null; }
+# trained_past RUN N: the run's first start has done N iterations (rank 0 writes and flushes one metrics line each).
+trained_past() { [ "$(cat "$WORK/runs/$1/metrics.jsonl" 2>/dev/null | wc -l)" -ge "$2" ]; }
 epoch_of() { grep "$2" "$1" | head -n 1 | grep -o '[0-9]*\.[0-9]*' | tail -n 1; }
 ms_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%d", (b - a) * 1000 }'; }
 
@@ -92,9 +97,10 @@ j=$(LAUNCHER=srun submit plain)
 wait_until "$JOB_TIMEOUT_S" gone "$j" || fail "plain: job $j still $(state_of "$j") after ${JOB_TIMEOUT_S}s"
 check_job plain "$j" 0
 
-# 2. Preempted: mpirun, `scontrol requeue` once step 300 is printed (checkpoints at 100, 200, 300).
+# 2. Preempted: mpirun, `scontrol requeue` after iteration 100 (a checkpoint at 100; the run is ~4 s, and its
+# ranks may go on ~1.5 s before they stop: early enough that the job is still running then).
 j=$(LAUNCHER=mpirun submit requeue)
-if wait_until 60 trained_past "requeue-$j" 300; then
+if wait_until 60 trained_past "requeue-$j" 100; then
   t0=$(date +%s.%N)
   scontrol requeue "$j"
   wait_until "$JOB_TIMEOUT_S" release_when_requeued "$j" || fail "requeue: job $j still $(state_of "$j") after ${JOB_TIMEOUT_S}s"
@@ -104,12 +110,12 @@ if wait_until 60 trained_past "requeue-$j" 300; then
     "($(grep -E '^(stopped by|resumed from)' "$WORK/runs/requeue-$j/train.log" | sed "s|$WORK/runs/||" | tr '\n' ' '))"
   check_job requeue "$j" 1
 else
-  fail "requeue: job $j never reached step 300: $(tail -n 3 "$WORK/requeue-$j.out")"
+  fail "requeue: job $j never reached step 100: $(tail -n 3 "$WORK/requeue-$j.out")"
 fi
 
 # 3. The time limit: the job asks for USR1 to its batch script ahead of its limit (--signal=B:USR1@50); Slurm sends
 # it on a ~30 s periodic check, anywhere up to 30 s early, too loose for a run of seconds, so the test sends the
-# same signal the same way (`scancel --batch --signal=USR1`) once step 300 is printed. Only the signal's
+# same signal the same way (`scancel --batch --signal=USR1`) after iteration 300. Only the signal's
 # checkpoint exists (SAVE_INTERVAL=1000), so the resume is from it.
 j=$(LAUNCHER=srun SAVE_INTERVAL=1000 submit timelimit --time=10 --signal=B:USR1@50)
 log="$WORK/timelimit-$j.out"
@@ -127,7 +133,24 @@ else
 fi
 check_job timelimit "$j" 1
 
-# 4. Impossible layouts: one error line in the job's log, nothing trained.
+# 4. Cancelled: the ranks get Slurm's TERM (and the trap's USR1, whichever srun passes first), save and stop;
+# the job stays cancelled (no requeue).
+j=$(LAUNCHER=srun SAVE_INTERVAL=1000 submit cancel)
+if wait_until 60 trained_past "cancel-$j" 300; then
+  scancel "$j"
+  wait_until 30 gone "$j" || fail "cancel: job $j still $(state_of "$j") 30 s after scancel"
+  sleep 2 # a wrong requeue would show the job again by now
+  if [ -z "$(state_of "$j")" ] && [ "$(grep -c ' restart [0-9]* at ' "$WORK/cancel-$j.out")" = 1 ] \
+     && grep -Eq '^stopped by SIG(TERM|USR1) after step [0-9]+; checkpoint saved$' "$WORK/runs/cancel-$j/train.log"; then
+    pass "cancel: $(grep '^stopped by' "$WORK/runs/cancel-$j/train.log"), not requeued"
+  else
+    fail "cancel: want one start and a save on TERM; job log: $(tail -n 4 "$WORK/cancel-$j.out"); state $(state_of "$j")"
+  fi
+else
+  fail "cancel: job $j never reached step 300: $(tail -n 3 "$WORK/cancel-$j.out")"
+fi
+
+# 5. Impossible layouts: one error line in the job's log, nothing trained.
 # expect_job_error NAME PATTERN SBATCH_FLAGS...
 expect_job_error() {
   local name=$1 pattern=$2 id
