@@ -8,10 +8,9 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Debian packages the build, the tests and the main job need.
 PACKAGES := cmake ninja-build g++ make ccache pkg-config openmpi-bin libopenmpi-dev libcli11-dev libfmt-dev \
-            doctest-dev libopenblas-dev python3-torch python3-numpy python3-matplotlib fortunes \
-            slurm-wlm munge
+            doctest-dev libopenblas-dev python3-torch python3-numpy python3-matplotlib fortunes
 
-.PHONY: setup configure build test run bench gpu-deps clean
+.PHONY: setup configure build test test-slurm run bench gpu-deps clean
 
 setup:
 	@missing=$$(for p in $(PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -29,6 +28,12 @@ build: configure
 # The test suite: unit tests, PyTorch oracles, command-line tests; CUDA tests report "skipped" without a GPU.
 test: setup build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# A real single-node Slurm on this machine (run/slurm/local_slurm.sh) running run/slurm/train.sbatch: same hash as
+# plain mpirun, preemption and time-limit requeue with exact resume (~1 min; not yet in `make test`, see the script).
+test-slurm: build
+	$(MAKE) setup PACKAGES="slurm-wlm munge"
+	timeout 300 bash tests/slurm/test_slurm.sh $(NOBUBBLE) $(BUILD)/slurm_test
 
 $(FORTUNES):
 	run/prepare_fortunes.sh $@

@@ -8,21 +8,23 @@
 # - a cancelled job (scancel) saves on Slurm's TERM and is not requeued;
 # - an impossible layout (ranks != STAGES; DEVICE=cuda without GPUs) fails before training with one error line.
 # Prints the preemption timings. Every wait is bounded; the daemons and scratch go away on any exit (trap).
-# Slurm and munge come from Debian (Makefile PACKAGES); CI=true installs them when missing, elsewhere it skips.
+# Slurm and munge come from Debian (`make test-slurm` installs them); CI=true installs them when missing, elsewhere
+# it skips. Not yet in the default suite (`make test`): 1 run in 4 under heavy load once overran a 90 s wait on the
+# resumed mpirun job, cause not found yet (issue 14 in progress).
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 SBATCH="$ROOT/run/slurm/train.sbatch"
 LOCAL_SLURM="$ROOT/run/slurm/local_slurm.sh"
 # A run of this test that was killed (ctest's timeout) left its daemons: their pid files are in WORK, which
 # lib.sh is about to remove.
 "$LOCAL_SLURM" down "${2:?usage: test.sh NOBUBBLE WORKDIR}/slurm"
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../cli/lib.sh"
 JOB_TIMEOUT_S=90 # the most any one job may take, requeues included
 
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
   if [ "${CI:-}" = true ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null
   else
-    echo "skip: slurm-wlm and munge are not installed (make setup installs them)"
+    echo "skip: slurm-wlm and munge are not installed (make test-slurm installs them)"
     finish
     exit
   fi
