@@ -33,7 +33,7 @@ test: setup build
 # plain mpirun, preemption and time-limit requeue with exact resume (~1 min; not yet in `make test`, see the script).
 test-slurm: build
 	$(MAKE) setup PACKAGES="slurm-wlm munge"
-	timeout 300 bash tests/slurm/test_slurm.sh $(NOBUBBLE) $(BUILD)/slurm_test
+	timeout 300 bash tests/slurm/test_slurm.sh $(abspath $(NOBUBBLE)) $(abspath $(BUILD))/slurm_test
 
 $(FORTUNES):
 	run/prepare_fortunes.sh $@
