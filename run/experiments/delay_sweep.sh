@@ -16,8 +16,7 @@
 # computes the same bits as `mpirun -np P nobubble train` (tests/cli/test_pipeline_equality.sh) and runs
 # several at once on a small machine.
 #
-# Usage: run/experiments/delay_sweep.sh [--preset smoke|smoke-moe|default|long|moe|moe-dense|large] [--jobs N]
-#        [--work DIR] [--results DIR]
+# Usage: run/experiments/delay_sweep.sh [--preset NAME] [--jobs N] [--work DIR] [--results DIR]
 #   smoke      a minute: the machinery only, numbers meaningless (tests/cli/test_delay_sweep.sh runs it)
 #   smoke-moe  seconds: the moe preset's machinery on the smoke shape (the same test runs it)
 #   default    about an hour on 2 cores (76 runs of 300 steps)
@@ -29,6 +28,19 @@
 #              values, four for muon), sync / 2bw / 2bw_ef, two seeds, 150 steps (17 runs)
 #   moe-dense  about 15 minutes: the moe preset's dense control, the default model under the same grid and steps
 #   large      several hours: a wider model, 600 steps, three seeds
+#   mitigations  about 50 minutes: every mitigation side by side. The default model, 600 steps (half the long
+#              preset's 1200, to fit the hour), adamw and muon at the default preset's tuned lrs, under sync,
+#              2bw, 2bw_ef, 2bw_taylor (lambda tuned over three values on 2bw, seed 1, then kept), 2bw_ss
+#              (--sync-start: the first 10% of the steps synchronous), 2bw_sc (--sync-cooldown: the last 10%)
+#              and 2bw_ef_sc, two seeds (32 runs); the table adds each gap's share of 2bw's
+#   momentum   about 35 minutes: the sync-vs-2bw gap against the momentum coefficient, Muon's --momentum and
+#              AdamW's --beta1 each in {0.8, 0.9, 0.95, 0.98}, the lr re-tuned on sync (three values) at each,
+#              the default model and steps, two seeds (48 runs); the plot is the gap against the momentum
+#   depth      about 40 minutes: the gap against pipeline depth, an 8-block model (the default one's blocks),
+#              pipedream at P = 2, 4, 8 against 2bw at the same P and sync, adamw and muon at the default
+#              preset's tuned lrs, 300 steps of 8 microbatches of 2 sequences, two seeds (28 runs)
+#   smoke-mitigations, smoke-momentum, smoke-depth  seconds: those grids on the smoke shape
+#              (tests/cli/test_delay_sweep_complete.sh runs them)
 # Results: DIR/delay_sweep_<preset>.md (the table, the lr tuning), .csv and .png (validation-loss curves).
 # Runs are resumable: a run that finished with the same flags is not repeated (delete --work to start over); a
 # changed grid or preset reruns what it changes (for example the runs of an optimizer whose tuned lr moved).
@@ -64,6 +76,14 @@ DEFAULT_SHAPE=(--hidden-size 128 --ffn-hidden-size 384 --num-layers 4 --num-atte
 moe_blocks() {  # the inner size of each expert and of the shared expert
   echo "--moe-ffn-hidden-size $1 --moe-shared-expert-ffn-hidden-size $1 --moe-aux-loss-coeff 1e-2"
 }
+with_layers() {  # the shape flags $2... with --num-layers set to $1 (the depth presets' 8 blocks)
+  local layers=$1 prev="" flag
+  shift
+  for flag in "$@"; do
+    if [ "$prev" = --num-layers ]; then echo -n "$layers "; else echo -n "$flag "; fi
+    prev=$flag
+  done
+}
 
 # Per preset: the model, the batch (global = MBS x M sequences of SEQ tokens), the steps and the seeds.
 case "$preset" in
@@ -93,8 +113,26 @@ case "$preset" in
   large)
     MODEL=(--model tiny --num-layers 4 --seq-length 256)
     MBS=4; M=4; ITERS=600; WARMUP=30; EVAL_INTERVAL=50; EVAL_ITERS=8; SEEDS="1 2 3"; LR_POINTS=3 ;;
-  *) echo "nobubble: error: unknown --preset '$preset'" \
-          "(valid: smoke, smoke-moe, default, long, moe, moe-dense, large)" >&2
+  mitigations)
+    MODEL=(--model tiny "${DEFAULT_SHAPE[@]}")
+    MBS=4; M=4; ITERS=600; WARMUP=20; EVAL_INTERVAL=50; EVAL_ITERS=4; SEEDS="1 2"; LR_POINTS=1 ;;
+  momentum)
+    MODEL=(--model tiny "${DEFAULT_SHAPE[@]}")
+    MBS=4; M=4; ITERS=300; WARMUP=20; EVAL_INTERVAL=25; EVAL_ITERS=4; SEEDS="1 2"; LR_POINTS=3 ;;
+  depth)
+    # 8 microbatches of 2 sequences: 2bw needs at least P microbatches; the same 16 sequences a step as default.
+    # shellcheck disable=SC2046
+    MODEL=(--model tiny $(with_layers 8 "${DEFAULT_SHAPE[@]}"))
+    MBS=2; M=8; ITERS=300; WARMUP=20; EVAL_INTERVAL=25; EVAL_ITERS=4; SEEDS="1 2"; LR_POINTS=1 ;;
+  smoke-mitigations|smoke-momentum)
+    MODEL=(--model tiny "${SMOKE_SHAPE[@]}")
+    MBS=2; M=4; ITERS=10; WARMUP=2; EVAL_INTERVAL=5; EVAL_ITERS=1; SEEDS="1 2"; LR_POINTS=1 ;;
+  smoke-depth)
+    # shellcheck disable=SC2046
+    MODEL=(--model tiny $(with_layers 8 "${SMOKE_SHAPE[@]}"))
+    MBS=1; M=8; ITERS=10; WARMUP=2; EVAL_INTERVAL=5; EVAL_ITERS=1; SEEDS="1 2"; LR_POINTS=1 ;;
+  *) echo "nobubble: error: unknown --preset '$preset' (valid: smoke, smoke-moe, default, long, moe, moe-dense," \
+          "large, mitigations, momentum, depth, smoke-mitigations, smoke-momentum, smoke-depth)" >&2
      exit 2 ;;
 esac
 
@@ -111,10 +149,20 @@ declare -A LRS=(
 declare -A EXTRA=([muon]="--adam-lr 3e-3")
 OPTIMIZERS="adamw muon lion adan mars soap"
 SETTINGS="sync 2bw 2bw_ef pd2 pd4"
+VIEW=curves  # what the summary adds to the table (summarize_delay_sweep.py --view)
 case "$preset" in  # the paper's pair under the one-step delay only
   long|moe|moe-dense|smoke-moe) OPTIMIZERS="adamw muon"; SETTINGS="sync 2bw 2bw_ef" ;;
+  mitigations|smoke-mitigations)
+    OPTIMIZERS="adamw muon"; SETTINGS="sync 2bw 2bw_ef 2bw_taylor 2bw_ss 2bw_sc 2bw_ef_sc"; VIEW=mitigations ;;
+  momentum|smoke-momentum)  # a variant per coefficient: <optimizer>_b<beta1> or <optimizer>_m<momentum>
+    OPTIMIZERS="adamw_b0.8 adamw_b0.9 adamw_b0.95 adamw_b0.98 muon_m0.8 muon_m0.9 muon_m0.95 muon_m0.98"
+    SETTINGS="sync 2bw"; VIEW=momentum ;;
+  depth|smoke-depth) OPTIMIZERS="adamw muon"; SETTINGS="sync 2bw 2bw4 2bw8 pd2 pd4 pd8"; VIEW=depth ;;
 esac
-if [ "$preset" = long ]; then  # no tuning: the lrs the default preset chose (docs/results/delay_sweep_default.md)
+# The lambdas of --delay-fix taylor tried on 2bw (seed 1) where a preset runs it; the best is kept.
+TAYLOR_LAMBDAS="0.01 0.04 0.16"
+if [[ "$preset" =~ ^(long|mitigations|depth)$ ]]; then
+  # no tuning: the lrs the default preset chose (docs/results/delay_sweep_default.md)
   LRS[adamw]=3e-3
   LRS[muon]=2e-2
 fi
@@ -130,19 +178,50 @@ COMMON=(--data "$corpus" "${MODEL[@]}" --untie-embeddings-and-output-weights --t
         --lr-warmup-iters "$WARMUP" --lr-decay-style cosine --clip-grad 1.0 --eval-interval "$EVAL_INTERVAL"
         --eval-iters "$EVAL_ITERS" --log-interval "$ITERS")
 
-# The schedule flags of a setting. Equal tokens per optimizer step: MBS x M sequences everywhere.
+# The schedule flags of a setting. Equal tokens per optimizer step: MBS x M sequences everywhere. 2bw's
+# settings run on 2 stages unless the name ends in the depth (2bw4, 2bw8); 10% of the steps is --sync-start's
+# and --sync-cooldown's K (2bw_ss, 2bw_sc); 2bw_taylor's lambda is the optimizer's (taylor_flag).
 setting_flags() {
+  local microbatches="--micro-batch-size $MBS --num-microbatches $M" tenth=$(( (ITERS + 9) / 10 ))
   case "$1" in
-    sync)   echo "--schedule 1f1b --stages 2 --micro-batch-size $MBS --num-microbatches $M" ;;
-    2bw)    echo "--schedule 2bw --stages 2 --micro-batch-size $MBS --num-microbatches $M" ;;
-    2bw_ef) echo "--schedule 2bw --stages 2 --micro-batch-size $MBS --num-microbatches $M --delay-fix ef" ;;
-    pd2)    echo "--schedule pipedream --stages 2 --micro-batch-size $((MBS * M)) --num-microbatches 1" ;;
-    pd4)    echo "--schedule pipedream --stages 4 --micro-batch-size $((MBS * M)) --num-microbatches 1" ;;
+    sync)      echo "--schedule 1f1b --stages 2 $microbatches" ;;
+    2bw)       echo "--schedule 2bw --stages 2 $microbatches" ;;
+    2bw[0-9]*) echo "--schedule 2bw --stages ${1#2bw} $microbatches" ;;
+    2bw_ef)    echo "--schedule 2bw --stages 2 $microbatches --delay-fix ef" ;;
+    2bw_taylor) echo "--schedule 2bw --stages 2 $microbatches --delay-fix taylor" ;;
+    2bw_ss)    echo "--schedule 2bw --stages 2 $microbatches --sync-start $tenth" ;;
+    2bw_sc)    echo "--schedule 2bw --stages 2 $microbatches --sync-cooldown $tenth" ;;
+    2bw_ef_sc) echo "--schedule 2bw --stages 2 $microbatches --delay-fix ef --sync-cooldown $tenth" ;;
+    pd[0-9]*)  echo "--schedule pipedream --stages ${1#pd} --micro-batch-size $((MBS * M)) --num-microbatches 1" ;;
+    *) echo "nobubble: error: delay_sweep.sh: no flags for setting '$1'" >&2; exit 2 ;;
   esac
 }
 
+# A variant is an optimizer, or an optimizer with one coefficient set (the momentum preset): adamw_b0.8 is
+# AdamW with --beta1 0.8, muon_m0.8 Muon with --momentum 0.8 (its auxiliary AdamW keeps its own betas).
+optimizer_of() { echo "${1%%_*}"; }
+variant_flags() {
+  local opt coefficient
+  opt=$(optimizer_of "$1")
+  coefficient=${1#"$opt"}
+  case "$coefficient" in
+    "")  echo "${EXTRA[$opt]:-}" ;;
+    _b*) echo "${EXTRA[$opt]:-} --beta1 ${coefficient#_b}" ;;
+    _m*) echo "${EXTRA[$opt]:-} --momentum ${coefficient#_m}" ;;
+  esac
+}
+# The flags of one run: variant, lr, seed, setting (2bw_taylor with the variant's lambda from chosen_taylor.txt).
+run_flags() {
+  local variant=$1 lr=$2 seed=$3 setting=$4 lambda=${5:-}
+  echo "--optimizer $(optimizer_of "$variant") --lr $lr --min-lr $(min_lr "$lr") $(variant_flags "$variant")" \
+       "--seed $seed $(setting_flags "$setting")${lambda:+ --taylor-lambda $lambda}"
+}
+
 middle() { local a=($1); echo "${a[$(( ${#a[@]} / 2 ))]}"; }
-lrs_of() { if [ "$LR_POINTS" = 1 ]; then middle "${LRS[$1]}"; else echo "${LRS[$1]}"; fi; }
+lrs_of() {
+  local grid=${LRS[$1]:-${LRS[$(optimizer_of "$1")]}}
+  if [ "$LR_POINTS" = 1 ]; then middle "$grid"; else echo "$grid"; fi
+}
 min_lr() { python3 -c "print('%g' % ($1 / 10))"; }
 
 # One run: NAME then the flags. Its log and metrics land in $work; a run that finished with the same flags
@@ -181,40 +260,67 @@ echo "delay sweep, preset $preset: work in $work, $jobs runs at a time"
 : >"$work/jobs_lr.txt"
 for opt in $OPTIMIZERS; do
   for lr in $(lrs_of "$opt"); do
-    echo "lr_${opt}_${lr} --optimizer $opt --lr $lr --min-lr $(min_lr "$lr") ${EXTRA[$opt]:-} --seed 1 $(setting_flags sync)" \
-      >>"$work/jobs_lr.txt"
+    echo "lr_${opt}_${lr} $(run_flags "$opt" "$lr" 1 sync)" >>"$work/jobs_lr.txt"
   done
 done
 echo "1. tuning the learning rate on sync: $(wc -l <"$work/jobs_lr.txt") runs"
 run_all "$work/jobs_lr.txt"
 
-best_lr() {
-  local opt=$1 best="" best_loss="" lr loss
-  for lr in $(lrs_of "$opt"); do
-    loss=$(grep '^final val_loss' "$work/lr_${opt}_${lr}.log" 2>/dev/null | awk '{print $3}')
+# The value among $2 (a list) whose tuning run $1_<value> ended with the lowest validation loss (the middle one
+# where none finished).
+best_of() {
+  local prefix=$1 values=$2 best="" best_loss="" value loss
+  for value in $values; do
+    loss=$(grep '^final val_loss' "$work/${prefix}_${value}.log" 2>/dev/null | awk '{print $3}')
     [ -n "$loss" ] || continue
     if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if $loss < $best_loss else 1)"; then
-      best=$lr; best_loss=$loss
+      best=$value; best_loss=$loss
     fi
   done
-  echo "${best:-$(middle "${LRS[$opt]}")}"
+  echo "${best:-$(middle "$values")}"
 }
-
-# 2. Every optimizer at its tuned lr under every setting and seed (sync with seed 1 is the tuning run itself).
-: >"$work/jobs_main.txt"
 : >"$work/chosen_lr.txt"
+for opt in $OPTIMIZERS; do echo "$opt $(best_of "lr_$opt" "$(lrs_of "$opt")")" >>"$work/chosen_lr.txt"; done
+chosen_lr() { awk -v o="$1" '$1 == o {print $2}' "$work/chosen_lr.txt"; }
+
+# 1b. Where the preset runs 2bw_taylor: its lambda per optimizer, on 2bw with seed 1 at the tuned lr.
+: >"$work/chosen_taylor.txt"
+if [[ " $SETTINGS " == *" 2bw_taylor "* ]]; then
+  : >"$work/jobs_taylor.txt"
+  for opt in $OPTIMIZERS; do
+    for lambda in $TAYLOR_LAMBDAS; do
+      echo "taylor_${opt}_${lambda} $(run_flags "$opt" "$(chosen_lr "$opt")" 1 2bw_taylor "$lambda")" \
+        >>"$work/jobs_taylor.txt"
+    done
+  done
+  echo "1b. tuning taylor's lambda on 2bw: $(wc -l <"$work/jobs_taylor.txt") runs"
+  run_all "$work/jobs_taylor.txt"
+  for opt in $OPTIMIZERS; do echo "$opt $(best_of "taylor_$opt" "$TAYLOR_LAMBDAS")" >>"$work/chosen_taylor.txt"; done
+fi
+chosen_lambda() { awk -v o="$1" '$1 == o {print $2}' "$work/chosen_taylor.txt"; }
+
+# 2. Every optimizer at its tuned lr under every setting and seed. A tuning run is the seed-1 run of its
+# setting (sync at the chosen lr, 2bw_taylor at the chosen lambda): it is copied, not repeated.
+tuning_run_of() {  # the tuning run that is (variant, setting) with seed 1, or nothing
+  case "$2" in
+    sync) echo "lr_$1_$(chosen_lr "$1")" ;;
+    2bw_taylor) echo "taylor_$1_$(chosen_lambda "$1")" ;;
+  esac
+}
+: >"$work/jobs_main.txt"
 for opt in $OPTIMIZERS; do
-  lr=$(best_lr "$opt")
-  echo "$opt $lr" >>"$work/chosen_lr.txt"
+  lr=$(chosen_lr "$opt")
   for setting in $SETTINGS; do
+    lambda=""
+    [ "$setting" = 2bw_taylor ] && lambda=$(chosen_lambda "$opt")
     for seed in $SEEDS; do
       name="${opt}_${setting}_s${seed}"
-      if [ "$setting" = sync ] && [ "$seed" = 1 ] && [ -f "$work/lr_${opt}_${lr}.jsonl" ]; then
-        for ext in log jsonl flags; do cp "$work/lr_${opt}_${lr}.$ext" "$work/$name.$ext" 2>/dev/null || true; done
+      tuned=$(tuning_run_of "$opt" "$setting")
+      if [ "$seed" = 1 ] && [ -n "$tuned" ] && [ -f "$work/$tuned.jsonl" ]; then
+        for ext in log jsonl flags; do cp "$work/$tuned.$ext" "$work/$name.$ext" 2>/dev/null || true; done
         continue
       fi
-      echo "$name --optimizer $opt --lr $lr --min-lr $(min_lr "$lr") ${EXTRA[$opt]:-} --seed $seed $(setting_flags "$setting")" \
-        >>"$work/jobs_main.txt"
+      echo "$name $(run_flags "$opt" "$lr" "$seed" "$setting" "$lambda")" >>"$work/jobs_main.txt"
     done
   done
 done
@@ -223,6 +329,8 @@ run_all "$work/jobs_main.txt"
 
 # 3. The table and the plot.
 /usr/bin/python3 "$here/summarize_delay_sweep.py" --work "$work" --preset "$preset" --out "$results" \
-  --optimizers $OPTIMIZERS --settings $SETTINGS --seeds $SEEDS --lrs "$(for o in $OPTIMIZERS; do echo "$o=$(lrs_of "$o" | tr ' ' ,)"; done | tr '\n' ' ')" \
+  --optimizers $OPTIMIZERS --settings $SETTINGS --seeds $SEEDS --view "$VIEW" \
+  --lrs "$(for o in $OPTIMIZERS; do echo "$o=$(lrs_of "$o" | tr ' ' ,)"; done | tr '\n' ' ')" \
+  --taylor-lambdas "$(echo "$TAYLOR_LAMBDAS" | tr ' ' ,)" \
   --config "$(printf '%s ' "${MODEL[@]}") global batch $((MBS * M)) x seq, $ITERS steps, warm-up $WARMUP, cosine to lr/10, clip 1.0" \
   --minutes "$(( (SECONDS - start + 59) / 60 ))"

@@ -6,6 +6,9 @@ learning-rate tuning runs lr_<optimizer>_<lr>) and writes to --out:
                              the half-range over seeds), the gap of each setting to sync, and the lr tuning
   delay_sweep_<preset>.csv   one row per run: optimizer, setting, seed, lr, final validation loss
   delay_sweep_<preset>.png   validation loss against step, one panel per optimizer, one line per setting
+--view mitigations|momentum|depth adds that preset's section (delay_sweep_views.py); momentum's and depth's
+plot is then the gap against the coefficient or the depth instead of the curves. Where the preset tuned
+--delay-fix taylor's lambda (taylor_<optimizer>_<lambda> runs, chosen_taylor.txt) the tuning is listed too.
 A run that failed (diverged) counts as missing and is listed as such.
 """
 import argparse
@@ -17,12 +20,21 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+import delay_sweep_views as views  # noqa: E402
+
 SETTING_LABELS = {
     "sync": "sync (1f1b)",
     "2bw": "2bw (1-step delay)",
     "2bw_ef": "2bw + EF",
     "pd2": "pipedream P=2",
     "pd4": "pipedream P=4",
+    "pd8": "pipedream P=8",
+    "2bw4": "2bw P=4",
+    "2bw8": "2bw P=8",
+    "2bw_taylor": "2bw + Taylor",
+    "2bw_ss": "2bw + sync start",
+    "2bw_sc": "2bw + sync cool-down",
+    "2bw_ef_sc": "2bw + EF + sync cool-down",
 }
 
 
@@ -41,6 +53,14 @@ def read_curve(path):
     return points if finished and points else None
 
 
+def read_chosen(path):
+    """{variant: value} from lines 'variant value' (empty when the file is missing or empty)."""
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return dict(line.split() for line in f if line.strip())
+
+
 def mean(xs):
     return sum(xs) / len(xs)
 
@@ -56,13 +76,12 @@ def main():
     ap.add_argument("--lrs", default="", help="opt=lr1,lr2,... per optimizer: the lr tuning grid")
     ap.add_argument("--config", default="")
     ap.add_argument("--minutes", default="?")
+    ap.add_argument("--view", default="curves", choices=["curves", "mitigations", "momentum", "depth"])
+    ap.add_argument("--taylor-lambdas", default="", help="lambda1,lambda2,...: the taylor tuning grid")
     args = ap.parse_args()
 
-    chosen = {}
-    with open(os.path.join(args.work, "chosen_lr.txt")) as f:
-        for line in f:
-            opt, lr = line.split()
-            chosen[opt] = lr
+    chosen = read_chosen(os.path.join(args.work, "chosen_lr.txt"))
+    chosen_lambda = read_chosen(os.path.join(args.work, "chosen_taylor.txt"))
     grid = dict(item.split("=") for item in args.lrs.split())
 
     curves, finals, rows = {}, {}, []
@@ -122,8 +141,26 @@ def main():
             value = f"{curve[-1][1]:.4f}" if curve else "diverged"
             mark = " (chosen)" if lr == chosen.get(opt) else ""
             lines.append(f"| {opt} | {lr}{mark} | {value} |")
+    if chosen_lambda:
+        lines += ["", "## Taylor's lambda (2bw + Taylor at the chosen lr, seed 1)", "",
+                  "| optimizer | lambda | final val loss |", "|---|---:|---:|"]
+        for opt in args.optimizers:
+            for lam in args.taylor_lambdas.split(","):
+                curve = read_curve(os.path.join(args.work, f"taylor_{opt}_{lam}.jsonl"))
+                value = f"{curve[-1][1]:.4f}" if curve else "diverged"
+                mark = " (chosen)" if lam == chosen_lambda.get(opt) else ""
+                lines.append(f"| {opt} | {lam}{mark} | {value} |")
+    if args.view == "mitigations":
+        lines += views.mitigations(finals, args.seeds, args.optimizers, args.settings, SETTING_LABELS)
+    elif args.view == "momentum":
+        lines += views.momentum(finals, args.seeds, args.optimizers, chosen, plt, base + ".png")
+    elif args.view == "depth":
+        lines += views.depth(finals, args.seeds, args.optimizers, args.settings, plt, base + ".png")
     with open(base + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
+    if args.view in ("momentum", "depth"):
+        print(f"wrote {base}.md, {base}.csv, {base}.png")
+        return
 
     cols = min(3, len(args.optimizers))
     nrows = (len(args.optimizers) + cols - 1) // cols
