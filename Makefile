@@ -10,7 +10,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PACKAGES := cmake ninja-build g++ make ccache pkg-config openmpi-bin libopenmpi-dev libcli11-dev libfmt-dev \
             doctest-dev libopenblas-dev python3-torch python3-numpy python3-matplotlib fortunes
 
-.PHONY: setup configure build test test-slurm run bench gpu-deps clean
+.PHONY: setup test-setup configure build test test-slurm run bench gpu-deps clean
 
 setup:
 	@missing=$$(for p in $(PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -25,22 +25,29 @@ configure:
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The test suite: unit tests, PyTorch oracles, command-line tests; CUDA tests report "skipped" without a GPU.
-test: setup build
+# What the tests need beyond that: a real single-node Slurm for the templates' test (tests/slurm/test_slurm.sh).
+TEST_PACKAGES := slurm-wlm munge
+
+# The test suite: unit tests, PyTorch oracles, command-line tests, the Slurm templates on a local Slurm; CUDA tests
+# report "skipped" without a GPU.
+test: test-setup build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# A real single-node Slurm on this machine (run/slurm/local_slurm.sh) running run/slurm/train.sbatch: same hash as
-# plain mpirun, preemption and time-limit requeue with exact resume (~1 min; not yet in `make test`, see the script).
-test-slurm: build
-	$(MAKE) setup PACKAGES="slurm-wlm munge"
-	timeout 300 bash tests/slurm/test_slurm.sh $(abspath $(NOBUBBLE)) $(abspath $(BUILD))/slurm_test
+test-setup:
+	$(MAKE) setup PACKAGES="$(PACKAGES) $(TEST_PACKAGES)"
+
+# The Slurm test alone (in `make test` too): run/slurm/train.sbatch and compare.sbatch on a local Slurm: the same
+# hash as plain mpirun, preemption and time-limit requeue with exact resume, the comparison's CSV and charts.
+test-slurm: test-setup build
+	timeout 900 bash tests/slurm/test_slurm.sh $(abspath $(NOBUBBLE)) $(abspath $(BUILD))/slurm_test
 
 $(FORTUNES):
 	run/prepare_fortunes.sh $@
 
-# The main job: train `tiny` on the fortunes corpus for a few minutes on 2 cores.
+# The main job: the same model and seed under 1f1b and under 2bw (Muon, ef) over mpirun -np 2 on the fortunes
+# corpus, then the table and the report page (run/compare.sh --grid main; about 3 minutes on 2 cores).
 run: setup build $(FORTUNES)
-	run/train_fortunes.sh $(NOBUBBLE) $(FORTUNES) $(BUILD)/runs/fortunes
+	NOBUBBLE=$(abspath $(NOBUBBLE)) DATA=$(abspath $(FORTUNES)) run/compare.sh --grid main --out $(abspath $(BUILD))/runs/main
 
 bench: build
 	$(NOBUBBLE) bench ops

@@ -1,6 +1,7 @@
 #include "pipeline/mpi_transport.h"
 
 #include <mpi.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -81,14 +82,23 @@ constexpr auto kProgressInterval = std::chrono::microseconds(1000);
 constexpr auto kFirstPause = std::chrono::microseconds(50);
 constexpr auto kMaxPause = std::chrono::microseconds(2000);
 
-// The ranks that share this rank's node (collective over `comm`).
-int ranks_on_this_node(MPI_Comm comm) {
+// Whether this node's ranks outnumber the cores they may run on (collective over `comm`). The cores are the union
+// of the ranks' CPU affinity masks, not the node's count: under Slurm with -O, or mpirun binding inside a one-CPU
+// allocation, two ranks bound to one core must not spin (a resumed 2-rank run took 230 s instead of 4 so).
+bool ranks_oversubscribe_cores(MPI_Comm comm) {
     MPI_Comm node = MPI_COMM_NULL;
     check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
-    int size = 1;
-    MPI_Comm_size(node, &size);
+    int ranks = 1;
+    MPI_Comm_size(node, &ranks);
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0) {  // no mask to read: every core of the node
+        for (unsigned c = 0; c < std::thread::hardware_concurrency() && c < CPU_SETSIZE; ++c) CPU_SET(c, &mine);
+    }
+    cpu_set_t all;
+    check_mpi(MPI_Allreduce(&mine, &all, static_cast<int>(sizeof mine), MPI_BYTE, MPI_BOR, node), "MPI_Allreduce");
     MPI_Comm_free(&node);
-    return size;
+    return ranks > CPU_COUNT(&all);
 }
 
 std::chrono::microseconds progress_interval() {
@@ -107,7 +117,7 @@ public:
         MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attr, &flag);
         const int tag_ub = flag ? *static_cast<int*>(attr) : 32767;  // 32767: the least MPI guarantees
         indices_per_channel_ = tag_ub / kNumChannels;
-        oversubscribed_ = ranks_on_this_node(comm_) > static_cast<int>(std::thread::hardware_concurrency());
+        oversubscribed_ = ranks_oversubscribe_cores(comm_);
     }
 
     ~MpiTransport() override {
@@ -417,7 +427,7 @@ private:
     std::thread helper_;
     std::atomic<bool> stop_{false};
     bool helper_stopped_ = false;
-    bool oversubscribed_ = false;  // more ranks on this node than cores: wait_for_progress sleeps between polls
+    bool oversubscribed_ = false;  // more ranks on this node than cores to run on: wait_for_progress sleeps between polls
     bool newly_marked_ = false;  // a receive or all-gather was marked complete since wait_for_progress looked
     // The helper's scratch, kept to avoid allocating every pass.
     struct Owner {

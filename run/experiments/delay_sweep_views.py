@@ -67,7 +67,7 @@ def save_gap_plot(fig, ax, xlabel, ylabel, title, png):
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.suptitle(f"{title} (bars: half range over seeds)")
+    fig.suptitle(f"{title}\n(bars: half range over seeds)", fontsize=11)
     fig.tight_layout()
     fig.savefig(png, dpi=110)
 

@@ -28,6 +28,7 @@
 #include "src/cli/commands.h"
 #include "src/core/error.h"
 #include "src/core/mpi_env.h"
+#include "src/run/backend.h"
 #include "src/run/pipeline_driver.h"
 #include "src/core/rng.h"
 
@@ -38,6 +39,7 @@ namespace {
 struct BenchSchedulesFlags {
     ModelFlags model;
     std::string data;  // empty: a synthetic corpus
+    std::string device = "cpu";
     int64_t micro_batch_size = 4;
     int64_t num_microbatches = 4;
     int64_t seq_length = 128;
@@ -97,6 +99,7 @@ RunPlan plan_for(const BenchSchedulesFlags& f, ScheduleKind schedule, const std:
     TrainOptions o;
     o.model = resolve_model(f.model);
     o.data_path = data;
+    o.device = parse_device(f.device);
     o.val_fraction = 0;  // no validation: the bench times training only
     o.seq_length = f.seq_length;
     o.train_iters = f.iters;
@@ -275,6 +278,8 @@ Command add_bench_schedules_command(CLI::App& bench) {
                      "(under mpirun: one stage per rank)");
     add_model_flags(*sub, f->model);
     sub->add_option("--data", f->data, "Training data (default: a synthetic corpus)");
+    sub->add_option("--device", f->device, "cpu (f32 reference) or cuda (bf16 compute; under mpirun one GPU per rank)")
+        ->capture_default_str();
     sub->add_option("--micro-batch-size", f->micro_batch_size, "Sequences per microbatch (pipedream: x m)")
         ->capture_default_str();
     sub->add_option("--num-microbatches", f->num_microbatches, "Microbatches per step m (pipedream: 1)")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# run/slurm/train.sbatch on a real single-node Slurm (run/slurm/local_slurm.sh), CPU backend, 2 ranks overcommitted
-# on this machine's cores (-O):
+# run/slurm/train.sbatch on a real single-node Slurm (run/slurm/local_slurm.sh), CPU backend, 2 ranks on this
+# machine's 2 cores (a CPU each: with -O both ranks got one CPU, and a resumed mpirun job whose two spinning ranks
+# shared it once took 230 s instead of 4):
 # - a job under srun --mpi=pmix ends on the same `final weights sha256` as the same run under plain mpirun;
 # - a job under mpirun preempted mid-run (`scontrol requeue`) comes back, resumes from its checkpoint, same hash;
 # - a job under srun hit by its time-limit signal (USR1 to the batch script, as --signal=B:USR1@N sends it) saves,
@@ -8,9 +9,11 @@
 # - a cancelled job (scancel) saves on Slurm's TERM and is not requeued;
 # - an impossible layout (ranks != STAGES; DEVICE=cuda without GPUs) fails before training with one error line.
 # Prints the preemption timings. Every wait is bounded; the daemons and scratch go away on any exit (trap).
-# Slurm and munge come from Debian (`make test-slurm` installs them); CI=true installs them when missing, elsewhere
-# it skips. Not yet in the default suite (`make test`): 1 run in 4 under heavy load once overran a 90 s wait on the
-# resumed mpirun job, cause not found yet (issue 14 in progress).
+# - run/slurm/compare.sbatch runs run/compare.sh's smoke grid (a point larger than the allocation skipped) into
+#   its run directory: the CSV and the report's charts; on DEVICE=cuda without GPUs it fails before starting.
+# Slurm and munge come from Debian (`make test` and `make test-slurm` install them); CI=true installs them when
+# missing, elsewhere the test skips (exit 77). ctest runs it alone (RUN_SERIAL): its jobs share 2 cores with
+# nothing else, which is what its waits are sized for.
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 SBATCH="$ROOT/run/slurm/train.sbatch"
 LOCAL_SLURM="$ROOT/run/slurm/local_slurm.sh"
@@ -18,21 +21,19 @@ LOCAL_SLURM="$ROOT/run/slurm/local_slurm.sh"
 # lib.sh is about to remove.
 "$LOCAL_SLURM" down "${2:?usage: test.sh NOBUBBLE WORKDIR}/slurm"
 source "$(dirname "$0")/../cli/lib.sh"
-JOB_TIMEOUT_S=90 # the most any one job may take, requeues included
+JOB_TIMEOUT_S=180 # the most any one job may take, requeues included (~10 s here when alone; a loaded machine is slower)
 
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
   if [ "${CI:-}" = true ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null
   else
-    echo "skip: slurm-wlm and munge are not installed (make test-slurm installs them)"
-    finish
-    exit
+    echo "skip: slurm-wlm and munge are not installed (make test and make test-slurm install them)"
+    exit 77
   fi
 fi
 if [ "$HAVE_MPI" != 1 ]; then
   echo "skip: this nobubble has no MPI"
-  finish
-  exit
+  exit 77
 fi
 
 cleanup() {
@@ -45,7 +46,7 @@ trap 'exit 1' INT TERM
 eval "$("$LOCAL_SLURM" up "$WORK/slurm")" || { fail "local_slurm.sh up: $(tail -n 5 "$WORK"/slurm/*.log)"; finish; exit 1; }
 
 make_corpus "$WORK/corpus.txt"
-TRAIN_ARGS="${TINY_FLAGS[*]} --log-interval 50 --data $WORK/corpus.txt --schedule 1f1b --num-microbatches 2 --train-iters 1000"
+TRAIN_ARGS="${TINY_FLAGS[*]} --log-interval 50 --data $WORK/corpus.txt --schedule 1f1b --num-microbatches 2 --train-iters 3000"
 export TRAIN_ARGS NOBUBBLE="$NB" DEVICE=cpu SAVE_INTERVAL=100 MPIRUN_FLAGS=
 # Waiting ranks yield the core: 2 ranks share 2 cores with whatever else runs here, and a rank that spins on its
 # receive while its sender is descheduled slowed one run past its 90 s (the bits do not depend on it).
@@ -57,7 +58,7 @@ WANT=$(hash_of "$WORK/mpirun.log")
 submit() {
   local name=$1
   shift
-  sbatch --parsable -D "$WORK" -J "$name" -O --ntasks-per-node=2 --gpus-per-task=0 --export=ALL "$@" "$SBATCH"
+  sbatch --parsable -D "$WORK" -J "$name" --ntasks-per-node=2 --gpus-per-task=0 --export=ALL "$@" "$SBATCH"
 }
 # state_of ID: squeue's state (R, PD, CG...), empty once the job has ended, `?` when squeue failed (a busy
 # controller times out): a failed query must not read as an ended job.
@@ -172,4 +173,28 @@ expect_job_error() {
 }
 STAGES=3 expect_job_error stages 'the job has 2 ranks but STAGES=3'
 DEVICE=cuda expect_job_error gpus '2 ranks per node but 0 GPUs'
+
+# 6. The comparison template: run/compare.sh's smoke grid (bench and train points, srun per point) on the
+# allocation's 2 ranks, a 3-stage point skipped for want of ranks; its CSV and the report's charts in RUN_DIR.
+# (TRAIN_ARGS and SAVE_INTERVAL above are train.sbatch's; compare.sh has a TRAIN_ARGS of its own)
+j=$(env -u TRAIN_ARGS -u SAVE_INTERVAL sbatch --parsable -D "$WORK" -J compare --ntasks-per-node=2 --gpus-per-task=0 \
+      --export=ALL,DEVICE=cpu,GRID=smoke,RUNS="$WORK/runs",NOBUBBLE="$NB",COMPARE="$ROOT/run/compare.sh",DATA="$WORK/corpus.txt",BENCH_STAGES="2 3",BENCH_MICROBATCHES=P \
+      "$ROOT/run/slurm/compare.sbatch")
+wait_until "$JOB_TIMEOUT_S" gone "$j" || fail "compare: job $j still $(state_of "$j") after ${JOB_TIMEOUT_S}s"
+dir="$WORK/runs/compare-$j"
+ok_rows=$(grep -c ',ok,' "$dir/grid.csv" 2>/dev/null)
+charts=$(ls "$dir"/report/{tokens_per_s,bubble,val_loss,stage_busy}.png 2>/dev/null | wc -l)
+if [ "$ok_rows" = 4 ] && [ "$charts" = 4 ] && grep -q '^compare: skip 1f1b_p3_m3: needs 3 ranks but the allocation has 2' "$WORK/compare-$j.out" \
+   && grep -q "^compare.sbatch: finished with exit 0: " "$WORK/compare-$j.out"; then
+  pass "compare: grid.csv with 4 points run and the 3-stage ones skipped, $charts charts, $(grep -c . "$dir/grid.csv") lines"
+else
+  fail "compare: want 4 ok rows and 4 charts, got $ok_rows and $charts; job log: $(tail -n 8 "$WORK/compare-$j.out")"
+fi
+id=$(sbatch --parsable -D "$WORK" -J compare_gpus --ntasks-per-node=2 --gpus-per-task=0 \
+       --export=ALL,DEVICE=cuda,RUNS="$WORK/runs",NOBUBBLE="$NB",COMPARE="$ROOT/run/compare.sh" "$ROOT/run/slurm/compare.sbatch")
+wait_until 30 gone "$id" || fail "compare_gpus: job $id still $(state_of "$id") after 30s"
+log="$WORK/compare_gpus-$id.out"
+[ "$(grep -c '^nobubble: error: ' "$log")" = 1 ] && grep -q '^nobubble: error: 2 ranks per node but 0 GPUs' "$log" \
+  && [ ! -e "$WORK/runs/compare_gpus-$id" ] && pass "compare_gpus: $(grep '^nobubble: error: ' "$log")" \
+  || fail "compare_gpus: want one error line and no run directory; got: $(cat "$log")"
 finish

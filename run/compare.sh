@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# A throughput and loss comparison of schedules on one model, data and seed: the grid that
+# run/slurm/compare.sbatch runs inside an allocation, here under plain mpirun (or any launcher).
+#
+# Two kinds of grid point, one CSV row each (OUT/grid.csv, columns below):
+#   bench  `nobubble bench schedules` for one schedule x stages P x microbatches m: tokens/s, measured bubble,
+#          peak activation memory, with the analytic bubble (P-1)/(m+P-1) and `nobubble schedule`'s simulated
+#          one beside it (forward 1, backward 2: the bubble of the shape, not of this machine)
+#   train  a real `nobubble train` run (schedule:optimizer[:delay-fix] at TRAIN_STAGES x TRAIN_MICROBATCHES) with
+#          metrics and trace: median tokens/s and bubble over its steps, final validation loss, final weights hash
+# then run/report.py turns OUT into charts and OUT/report/index.html, and prints the table.
+#
+# Usage: run/compare.sh [--grid main|cpu|smoke] [--out DIR]
+#   main   `make run`: the delay-sweep default model on fortunes, 1f1b against 2bw (Muon, ef) on 2 ranks, 300
+#          steps each (about 3 minutes on 2 cores); train points only
+#   cpu    the CPU grid of README "Comparing schedules": gpipe 1f1b 2bw pipedream x P in {2, 4} x m in {P, 2P}
+#          through bench schedules, and AdamW / Muon under 1f1b, 2bw and 2bw + ef as train points (about 15 minutes)
+#   smoke  seconds: the machinery only (tests/cli/test_compare.sh, tests/slurm/test_slurm.sh)
+# Every knob below can be set in the environment to change a grid (for example BENCH_SCHEDULES="1f1b 2bw").
+# Grid points that cannot run are skipped with a line saying why (an unknown schedule, 2bw with m < P: whatever
+# `nobubble schedule` refuses), and the grid goes on; a point that fails is recorded as failed and the grid goes on.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+grid=main
+out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --grid) grid=${2:?--grid needs a value}; shift 2 ;;
+    --out) out=${2:?--out needs a value}; shift 2 ;;
+    *) echo "nobubble: error: compare.sh: unknown argument '$1' (see the usage at the top of the script)" >&2
+       exit 2 ;;
+  esac
+done
+
+# ---- the grids ----
+# The delay sweep's default model (docs/results/delay_sweep_default.md) and the smoke model.
+DEFAULT_SHAPE="--model tiny --hidden-size 128 --ffn-hidden-size 384 --num-layers 4 --num-attention-heads 4 --num-query-groups 2 --seq-length 128 --untie-embeddings-and-output-weights"
+SMOKE_SHAPE="--model tiny --hidden-size 32 --ffn-hidden-size 64 --num-layers 4 --num-attention-heads 2 --num-query-groups 1 --seq-length 32"
+case "$grid" in
+  main)
+    d_model=$DEFAULT_SHAPE; d_mbs=4
+    d_bench_schedules=""; d_bench_stages=""; d_bench_microbatches=""; d_bench_args=""
+    d_train_runs="1f1b:muon 2bw:muon:ef"; d_train_stages=2; d_train_microbatches=4
+    d_train_args="--train-iters 300 --lr-warmup-iters 20 --eval-interval 50 --eval-iters 4 --log-interval 50" ;;
+  cpu)
+    d_model=$DEFAULT_SHAPE; d_mbs=4
+    d_bench_schedules="gpipe 1f1b 2bw pipedream"; d_bench_stages="2 4"; d_bench_microbatches="P 2P"
+    d_bench_args="--iters 12 --warmup-iters 2"
+    d_train_runs="1f1b:adamw 2bw:adamw 2bw:adamw:ef 1f1b:muon 2bw:muon 2bw:muon:ef"; d_train_stages=2
+    d_train_microbatches=4
+    d_train_args="--train-iters 300 --lr-warmup-iters 20 --eval-interval 50 --eval-iters 4 --log-interval 50" ;;
+  smoke)
+    d_model=$SMOKE_SHAPE; d_mbs=2
+    d_bench_schedules="1f1b 2bw"; d_bench_stages="2"; d_bench_microbatches="P"
+    d_bench_args="--iters 3 --warmup-iters 1"
+    d_train_runs="1f1b:adamw 2bw:muon:ef"; d_train_stages=2; d_train_microbatches=2
+    d_train_args="--train-iters 12 --lr-warmup-iters 2 --eval-interval 6 --eval-iters 1 --log-interval 6" ;;
+  *) echo "nobubble: error: compare.sh: unknown --grid '$grid' (valid: main, cpu, smoke)" >&2; exit 2 ;;
+esac
+
+# ---- knobs (environment overrides the grid's value) ----
+NOBUBBLE=${NOBUBBLE:-$root/build/nobubble}              # the program
+LAUNCH=${LAUNCH:-mpirun --oversubscribe -np}            # the launcher; the rank count is appended (srun: "srun --mpi=pmix -n")
+DATA=${DATA:-}                                          # the corpus (default: fortunes, prepared under OUT)
+MODEL_ARGS=${MODEL_ARGS:-$d_model}                      # the model, the same at every point
+MICRO_BATCH_SIZE=${MICRO_BATCH_SIZE:-$d_mbs}            # sequences per microbatch (pipedream: x m, as one batch)
+SEED=${SEED:-1234}                                      # weights, data order: the same at every point
+BENCH_SCHEDULES=${BENCH_SCHEDULES-$d_bench_schedules}   # bench points: schedules ...
+BENCH_STAGES=${BENCH_STAGES-$d_bench_stages}            # ... x stages P ...
+BENCH_MICROBATCHES=${BENCH_MICROBATCHES-$d_bench_microbatches}  # ... x microbatches m: a number, P or kP (2P: twice P)
+BENCH_ARGS=${BENCH_ARGS-$d_bench_args}                  # more flags of bench schedules
+TRAIN_RUNS=${TRAIN_RUNS-$d_train_runs}                  # train points: schedule:optimizer[:delay-fix] ...
+TRAIN_STAGES=${TRAIN_STAGES:-$d_train_stages}           # ... all at these P ...
+TRAIN_MICROBATCHES=${TRAIN_MICROBATCHES:-$d_train_microbatches}  # ... and m
+TRAIN_ARGS=${TRAIN_ARGS-$d_train_args}                  # more flags of nobubble train
+LR_adamw=${LR_adamw:-3e-3}                              # peak lrs: the delay sweep's sync-tuned values
+LR_muon=${LR_muon:-2e-2}
+DEVICE=${DEVICE:-cpu}                                   # cpu, or cuda (one GPU per rank)
+MAX_RANKS=${MAX_RANKS:-}                                # points needing more ranks are skipped (compare.sbatch: the allocation's)
+POINT_TIMEOUT_S=${POINT_TIMEOUT_S:-1800}                # the most one point may take
+PYTHON=${PYTHON:-/usr/bin/python3}                      # Debian's, with numpy and matplotlib (the report)
+out=${out:-$root/build/runs/compare-$grid}
+
+[ -x "$NOBUBBLE" ] || { echo "nobubble: error: NOBUBBLE=$NOBUBBLE is not an executable (run make build first)" >&2; exit 2; }
+mkdir -p "$out/bench" "$out/train" || { echo "nobubble: error: cannot create --out $out" >&2; exit 2; }
+if [ -z "$DATA" ]; then
+  DATA="$out/fortunes.txt"
+  [ -s "$DATA" ] || "$root/run/prepare_fortunes.sh" "$DATA" >/dev/null || exit 2
+fi
+[ -r "$DATA" ] || { echo "nobubble: error: DATA=$DATA cannot be read" >&2; exit 2; }
+# Open MPI refuses root without these; waiting ranks yield their core (more ranks than cores here).
+if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+read -ra launch <<<"$LAUNCH"
+read -ra model <<<"$MODEL_ARGS"
+
+csv="$out/grid.csv"
+echo "kind,name,schedule,stages,microbatches,micro_batch_size,optimizer,delay_fix,status,reason,tokens_per_s,ms_per_iter,bubble_pct,bubble_analytic_pct,bubble_simulated_pct,peak_act_mib,tokens_per_step,final_val_loss,weights_sha256,metrics,trace" >"$csv"
+say() { echo "compare: $*"; }
+start=$SECONDS
+failed=0
+say "grid $grid into $out (launcher: $LAUNCH <P>)"
+
+# microbatches_at SPEC P: a number stays, P is P, kP is k x P.
+microbatches_at() {
+  case "$1" in
+    P) echo "$2" ;;
+    *P) echo $(( ${1%P} * $2 )) ;;
+    *) echo "$1" ;;
+  esac
+}
+# simulated SCHEDULE P M: `nobubble schedule`'s bubble in percent; fails with its error line when the point is
+# not a valid schedule (unknown name, 2bw with m < P, ...), which is how a point is checked before it runs.
+# runnable SCHEDULE P M: `nobubble schedule`'s bubble in percent, or why the point cannot run.
+runnable() {
+  if [ -n "$MAX_RANKS" ] && [ "$2" -gt "$MAX_RANKS" ]; then echo "needs $2 ranks but the allocation has $MAX_RANKS"; return 1; fi
+  simulated "$@"
+}
+simulated() {
+  local text
+  text=$("$NOBUBBLE" schedule --schedule "$1" --stages "$2" --microbatches "$3" 2>&1) || { echo "${text##*$'\n'}"; return 1; }
+  sed -n 's/^bubble fraction: \([0-9.]*\)%.*/\1/p' <<<"$text"
+}
+analytic() { awk -v p="$1" -v m="$2" 'BEGIN { printf "%.2f", 100 * (p - 1) / (m + p - 1) }'; }
+# row FIELDS...: one CSV line (no field holds a comma: reasons have theirs replaced).
+row() { local IFS=,; echo "$*" >>"$csv"; }
+clean() { tr ',\n' '; ' <<<"$1" | sed 's/ *$//'; }
+# skip KIND NAME SCHEDULE P M OPT FIX REASON
+skip() {
+  say "skip $2: $8"
+  row "$1" "$2" "$3" "$4" "$5" "$MICRO_BATCH_SIZE" "$6" "$7" skipped "$(clean "$8")" "" "" "" "" "" "" "" "" "" "" ""
+}
+# the flags that give pipedream the same sequences per optimizer step as the others (DESIGN section 2)
+batch_flags() {
+  if [ "$1" = pipedream ]; then echo "--micro-batch-size $((MICRO_BATCH_SIZE * $2)) --num-microbatches 1"
+  else echo "--micro-batch-size $MICRO_BATCH_SIZE --num-microbatches $2"; fi
+}
+
+# ---- bench points ----
+for schedule in $BENCH_SCHEDULES; do
+  for p in $BENCH_STAGES; do
+    for spec in $BENCH_MICROBATCHES; do
+      m=$(microbatches_at "$spec" "$p")
+      name="${schedule}_p${p}_m${m}"
+      sim=$(runnable "$schedule" "$p" "$m") || { skip bench "$name" "$schedule" "$p" "$m" "" "" "$sim"; continue; }
+      log="$out/bench/$name.log"
+      # bench schedules runs pipedream as one microbatch of m x B itself: it takes m and B as for the others
+      # shellcheck disable=SC2086
+      if timeout -k 10 "$POINT_TIMEOUT_S" "${launch[@]}" "$p" "$NOBUBBLE" bench schedules --device "$DEVICE" "${model[@]}" \
+           --data "$DATA" --seed "$SEED" --stages "$p" --micro-batch-size "$MICRO_BATCH_SIZE" --num-microbatches "$m" \
+           --schedules "$schedule" $BENCH_ARGS --out "$out/bench/$name" >"$log" 2>&1; then
+        # schedule,num_microbatches,micro_batch_size,tokens_per_s,ms_per_iter,bubble_pct,act_mib_stage0..,final_loss
+        IFS=, read -ra b < <(sed -n 2p "$out/bench/$name.csv")
+        peak=$(printf '%s\n' "${b[@]:6:$p}" | sort -g | tail -n 1)
+        row bench "$name" "$schedule" "$p" "$m" "$MICRO_BATCH_SIZE" "" "" ok "" "${b[3]}" "${b[4]}" "${b[5]}" \
+            "$(analytic "$p" "$m")" "$sim" "$peak" "" "" "" "" ""
+        say "bench $name: ${b[3]} tokens/s, bubble ${b[5]}% (analytic $(analytic "$p" "$m")%, simulated $sim%)"
+      else
+        row bench "$name" "$schedule" "$p" "$m" "$MICRO_BATCH_SIZE" "" "" failed "$(clean "$(grep -m1 'error' "$log" || tail -n 1 "$log")")" \
+            "" "" "" "" "" "" "" "" "" "" ""
+        say "FAILED bench $name: $(tail -n 1 "$log")"
+        failed=$((failed + 1))
+      fi
+    done
+  done
+done
+
+# ---- train points ----
+p=$TRAIN_STAGES
+m=$TRAIN_MICROBATCHES
+for spec in $TRAIN_RUNS; do
+  IFS=: read -r schedule optimizer fix <<<"$spec"
+  fix=${fix:-none}
+  name="${schedule}_${optimizer}$([ "$fix" = none ] || echo "_$fix")_p${p}_m${m}"
+  lr_var="LR_$optimizer"
+  if ! sim=$(runnable "$schedule" "$p" "$m"); then skip train "$name" "$schedule" "$p" "$m" "$optimizer" "$fix" "$sim"; continue; fi
+  if [ -z "${!lr_var:-}" ]; then
+    skip train "$name" "$schedule" "$p" "$m" "$optimizer" "$fix" "no learning rate for --optimizer $optimizer (set $lr_var)"
+    continue
+  fi
+  lr=${!lr_var}
+  dir="$out/train/$name"
+  mkdir -p "$dir" && rm -f "$dir/metrics.jsonl" "$dir/trace.json"
+  extra=()
+  [ "$optimizer" = muon ] && extra=(--adam-lr 3e-3)  # Muon's AdamW for embeddings, head and gains, as in the sweep
+  # shellcheck disable=SC2046,SC2086
+  if timeout -k 10 "$POINT_TIMEOUT_S" "${launch[@]}" "$p" "$NOBUBBLE" train --device "$DEVICE" "${model[@]}" \
+       --data "$DATA" --seed "$SEED" --stages "$p" $(batch_flags "$schedule" "$m") --schedule "$schedule" \
+       --optimizer "$optimizer" --lr "$lr" --min-lr "$(awk -v l="$lr" 'BEGIN { print l / 10 }')" "${extra[@]}" \
+       --delay-fix "$fix" --lr-decay-style cosine --clip-grad 1.0 $TRAIN_ARGS \
+       --metrics "$dir/metrics.jsonl" --trace "$dir/trace.json" >"$dir/train.log" 2>&1; then
+    # median tokens/s and bubble over the steps without an evaluation (whose time the step's figure includes)
+    read -r tps bubble steps < <("$PYTHON" - "$dir/metrics.jsonl" <<'EOF'
+import json, statistics, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+timed = [r for r in rows[1:] if "val_loss" not in r] or rows
+print("%.1f %.2f %d" % (statistics.median(r["tokens_per_s"] for r in timed),
+                        100 * statistics.median(r["bubble"] for r in timed), len(rows)))
+EOF
+)
+    val=$(sed -n 's/^final val_loss //p' "$dir/train.log")
+    hash=$(sed -n 's/^final weights sha256 //p' "$dir/train.log")
+    seq=$(sed -n 's/.*--seq-length \([0-9]*\).*/\1/p' <<<"$MODEL_ARGS")
+    row train "$name" "$schedule" "$p" "$m" "$MICRO_BATCH_SIZE" "$optimizer" "$fix" ok "" "$tps" "" "$bubble" \
+        "$(analytic "$p" "$m")" "$sim" "" "$((MICRO_BATCH_SIZE * m * ${seq:-0}))" "$val" "$hash" \
+        "train/$name/metrics.jsonl" "train/$name/trace.json"
+    say "train $name: $tps tokens/s, bubble $bubble%, final val_loss $val ($steps steps)"
+  else
+    row train "$name" "$schedule" "$p" "$m" "$MICRO_BATCH_SIZE" "$optimizer" "$fix" failed \
+        "$(clean "$(grep -m1 '^nobubble: error' "$dir/train.log" || tail -n 1 "$dir/train.log")")" "" "" "" "" "" "" "" "" "" "" ""
+    failed=$((failed + 1))
+    say "FAILED train $name: $(grep -m1 '^nobubble: error' "$dir/train.log" || tail -n 1 "$dir/train.log")"
+  fi
+done
+
+say "grid done in $((SECONDS - start)) s, $failed point(s) failed: $csv"
+"$PYTHON" "$root/run/report.py" "$out" || exit 1
+[ "$failed" = 0 ]  # the report is written either way; a failed point fails the grid
