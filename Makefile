@@ -45,7 +45,7 @@ $(FORTUNES):
 	run/prepare_fortunes.sh $@
 
 # The main job: the same model and seed under 1f1b and under 2bw (Muon, ef) over mpirun -np 2 on the fortunes
-# corpus, then the table and the report page (run/compare.sh --grid main; about 3 minutes on 2 cores).
+# corpus, then the table and the report page (run/compare.sh --grid main; about 90 s on 2 cores).
 run: setup build $(FORTUNES)
 	NOBUBBLE=$(abspath $(NOBUBBLE)) DATA=$(abspath $(FORTUNES)) run/compare.sh --grid main --out $(abspath $(BUILD))/runs/main
 

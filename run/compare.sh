@@ -4,17 +4,18 @@
 #
 # Two kinds of grid point, one CSV row each (OUT/grid.csv, columns below):
 #   bench  `nobubble bench schedules` for one schedule x stages P x microbatches m: tokens/s, measured bubble,
-#          peak activation memory, with the analytic bubble (P-1)/(m+P-1) and `nobubble schedule`'s simulated
-#          one beside it (forward 1, backward 2: the bubble of the shape, not of this machine)
+#          peak activation memory, with the analytic bubble of a flushing schedule (P-1)/(m+P-1) and `nobubble
+#          schedule`'s simulated one beside it (forward 1, backward 2, SIM_STEPS iterations: the bubble of the
+#          schedule's shape, not of this machine)
 #   train  a real `nobubble train` run (schedule:optimizer[:delay-fix] at TRAIN_STAGES x TRAIN_MICROBATCHES) with
 #          metrics and trace: median tokens/s and bubble over its steps, final validation loss, final weights hash
 # then run/report.py turns OUT into charts and OUT/report/index.html, and prints the table.
 #
 # Usage: run/compare.sh [--grid main|cpu|smoke] [--out DIR]
 #   main   `make run`: the delay-sweep default model on fortunes, 1f1b against 2bw (Muon, ef) on 2 ranks, 300
-#          steps each (about 3 minutes on 2 cores); train points only
+#          steps each (about 90 s on 2 cores); train points only
 #   cpu    the CPU grid of README "Comparing schedules": gpipe 1f1b 2bw pipedream x P in {2, 4} x m in {P, 2P}
-#          through bench schedules, and AdamW / Muon under 1f1b, 2bw and 2bw + ef as train points (about 15 minutes)
+#          through bench schedules, and AdamW / Muon under 1f1b, 2bw and 2bw + ef as train points (about 5 minutes)
 #   smoke  seconds: the machinery only (tests/cli/test_compare.sh, tests/slurm/test_slurm.sh)
 # Every knob below can be set in the environment to change a grid (for example BENCH_SCHEDULES="1f1b 2bw").
 # Grid points that cannot run are skipped with a line saying why (an unknown schedule, 2bw with m < P: whatever
@@ -80,6 +81,7 @@ LR_muon=${LR_muon:-2e-2}
 DEVICE=${DEVICE:-cpu}                                   # cpu, or cuda (one GPU per rank)
 MAX_RANKS=${MAX_RANKS:-}                                # points needing more ranks are skipped (compare.sbatch: the allocation's)
 POINT_TIMEOUT_S=${POINT_TIMEOUT_S:-1800}                # the most one point may take
+SIM_STEPS=${SIM_STEPS:-12}                              # iterations nobubble schedule simulates (one fill and drain)
 PYTHON=${PYTHON:-/usr/bin/python3}                      # Debian's, with numpy and matplotlib (the report)
 out=${out:-$root/build/runs/compare-$grid}
 
@@ -111,7 +113,8 @@ microbatches_at() {
     *) echo "$1" ;;
   esac
 }
-# simulated SCHEDULE P M: `nobubble schedule`'s bubble in percent; fails with its error line when the point is
+# simulated SCHEDULE P M: `nobubble schedule`'s bubble in percent over SIM_STEPS iterations (2bw and pipedream
+# fill and drain once in them, 1f1b and gpipe every iteration); fails with its error line when the point is
 # not a valid schedule (unknown name, 2bw with m < P, ...), which is how a point is checked before it runs.
 # runnable SCHEDULE P M: `nobubble schedule`'s bubble in percent, or why the point cannot run.
 runnable() {
@@ -120,7 +123,7 @@ runnable() {
 }
 simulated() {
   local text
-  text=$("$NOBUBBLE" schedule --schedule "$1" --stages "$2" --microbatches "$3" 2>&1) || { echo "${text##*$'\n'}"; return 1; }
+  text=$("$NOBUBBLE" schedule --schedule "$1" --stages "$2" --microbatches "$3" --steps "$SIM_STEPS" 2>&1) || { echo "${text##*$'\n'}"; return 1; }
   sed -n 's/^bubble fraction: \([0-9.]*\)%.*/\1/p' <<<"$text"
 }
 analytic() { awk -v p="$1" -v m="$2" 'BEGIN { printf "%.2f", 100 * (p - 1) / (m + p - 1) }'; }

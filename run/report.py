@@ -139,7 +139,7 @@ def chart_bubble(rows, path):
         return False
     fig, ax = plt.subplots(figsize=(8, 4))
     placed = bars(ax, groups, lambda r: r["bubble_pct"])
-    for marker, key, text in (("_", "bubble_analytic_pct", "analytic (P-1)/(m+P-1)"),
+    for marker, key, text in (("_", "bubble_analytic_pct", "analytic, flushing schedules: (P-1)/(m+P-1)"),
                               ("x", "bubble_simulated_pct", "nobubble schedule (simulated)")):
         xs = [x for x, _, r in placed if r[key] is not None]
         ys = [r[key] for _, _, r in placed if r[key] is not None]

@@ -28,15 +28,15 @@
 #              values, four for muon), sync / 2bw / 2bw_ef, two seeds, 150 steps (17 runs)
 #   moe-dense  about 15 minutes: the moe preset's dense control, the default model under the same grid and steps
 #   large      several hours: a wider model, 600 steps, three seeds
-#   mitigations  about 50 minutes: every mitigation side by side. The default model, 600 steps (half the long
+#   mitigations  about 30 minutes: every mitigation side by side. The default model, 600 steps (half the long
 #              preset's 1200, to fit the hour), adamw and muon at the default preset's tuned lrs, under sync,
 #              2bw, 2bw_ef, 2bw_taylor (lambda tuned over three values on 2bw, seed 1, then kept), 2bw_ss
 #              (--sync-start: the first 10% of the steps synchronous), 2bw_sc (--sync-cooldown: the last 10%)
 #              and 2bw_ef_sc, two seeds (32 runs); the table adds each gap's share of 2bw's
-#   momentum   about 35 minutes: the sync-vs-2bw gap against the momentum coefficient, Muon's --momentum and
+#   momentum   about 40 minutes: the sync-vs-2bw gap against the momentum coefficient, Muon's --momentum and
 #              AdamW's --beta1 each in {0.8, 0.9, 0.95, 0.98}, the lr re-tuned on sync (three values) at each,
 #              the default model and steps, two seeds (48 runs); the plot is the gap against the momentum
-#   depth      about 40 minutes: the gap against pipeline depth, an 8-block model (the default one's blocks),
+#   depth      about 37 minutes: the gap against pipeline depth, an 8-block model (the default one's blocks),
 #              pipedream at P = 2, 4, 8 against 2bw at the same P and sync, adamw and muon at the default
 #              preset's tuned lrs, 300 steps of 8 microbatches of 2 sequences, two seeds (28 runs)
 #   smoke-mitigations, smoke-momentum, smoke-depth  seconds: those grids on the smoke shape
