@@ -33,9 +33,9 @@
 #              2bw, 2bw_ef, 2bw_taylor (lambda tuned over three values on 2bw, seed 1, then kept), 2bw_ss
 #              (--sync-start: the first 10% of the steps synchronous), 2bw_sc (--sync-cooldown: the last 10%)
 #              and 2bw_ef_sc, two seeds (32 runs); the table adds each gap's share of 2bw's
-#   momentum   about 40 minutes: the sync-vs-2bw gap against the momentum coefficient, Muon's --momentum and
+#   momentum   about an hour: the sync-vs-2bw gap against the momentum coefficient, Muon's --momentum and
 #              AdamW's --beta1 each in {0.8, 0.9, 0.95, 0.98}, the lr re-tuned on sync (three values) at each,
-#              the default model and steps, two seeds (48 runs); the plot is the gap against the momentum
+#              the default model and steps, three seeds (64 runs); the plot is the gap against the momentum
 #   depth      about 37 minutes: the gap against pipeline depth, an 8-block model (the default one's blocks),
 #              pipedream at P = 2, 4, 8 against 2bw at the same P and sync, adamw and muon at the default
 #              preset's tuned lrs, 300 steps of 8 microbatches of 2 sequences, two seeds (28 runs)
@@ -116,9 +116,9 @@ case "$preset" in
   mitigations)
     MODEL=(--model tiny "${DEFAULT_SHAPE[@]}")
     MBS=4; M=4; ITERS=600; WARMUP=20; EVAL_INTERVAL=50; EVAL_ITERS=4; SEEDS="1 2"; LR_POINTS=1 ;;
-  momentum)
+  momentum)  # three seeds: the differences between the coefficients' gaps are close to the seed spread
     MODEL=(--model tiny "${DEFAULT_SHAPE[@]}")
-    MBS=4; M=4; ITERS=300; WARMUP=20; EVAL_INTERVAL=25; EVAL_ITERS=4; SEEDS="1 2"; LR_POINTS=3 ;;
+    MBS=4; M=4; ITERS=300; WARMUP=20; EVAL_INTERVAL=25; EVAL_ITERS=4; SEEDS="1 2 3"; LR_POINTS=3 ;;
   depth)
     # 8 microbatches of 2 sequences: 2bw needs at least P microbatches; the same 16 sequences a step as default.
     # shellcheck disable=SC2046
