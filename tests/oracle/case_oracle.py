@@ -3,24 +3,18 @@ program (tests/oracle/dump_files.h, dump_cases_main), checking each case it list
 
     /usr/bin/python3 tests/oracle/test_<name>.py --dump <dump_<name>> --nobubble <ignored> --workdir <dir>
 """
-import argparse
 import json
 import os
 import subprocess
 
+from optim_oracle import parse_args  # the oracles' common flags (--dump, --nobubble, --workdir)
 from test_model import Report
 
 
 def run_cases(run_case, min_cases):
     """run_case(workdir, case, report) for every case the dump wrote; the exit code (1 on any failure, or when
     fewer than min_cases were written)."""
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--dump", required=True, help="the dump program")
-    ap.add_argument("--nobubble", help="ignored: these oracles need only the dump program")
-    ap.add_argument("--workdir", required=True)
-    args = ap.parse_args()
-
-    os.makedirs(args.workdir, exist_ok=True)
+    args = parse_args(__doc__)
     subprocess.run([args.dump, "--workdir", args.workdir], check=True)
     with open(os.path.join(args.workdir, "cases.json")) as f:
         cases = json.load(f)

@@ -177,8 +177,9 @@ def main(doc, optimizer, runs, replay):
 
 
 def parse_args(doc):
+    """The flags every oracle script takes; makes --workdir."""
     ap = argparse.ArgumentParser(description=doc)
-    ap.add_argument("--dump", required=True, help="the dump_optimizer binary")
+    ap.add_argument("--dump", required=True, help="the dump program (dump_optimizer, dump_adamw, dump_moe_...)")
     ap.add_argument("--nobubble", help="ignored: these oracles need only the dump program")
     ap.add_argument("--workdir", required=True)
     args = ap.parse_args()

@@ -10,7 +10,6 @@ Error per tensor: max |ours - torch| / max |torch|  (over the tensor's elements;
 denominator). It must be <= 1e-6 for the final weights, exp_avg and exp_avg_sq of every parameter, and for
 the ten pre-clipping gradient norms (|ours - torch| / |torch|, ours in double, torch's in float32).
 """
-import argparse
 import json
 import os
 import subprocess
@@ -19,7 +18,7 @@ import sys
 import numpy as np
 import torch
 
-from optim_oracle import read_set, relative_error  # the reader and error the optimizer oracles share
+from optim_oracle import parse_args, read_set, relative_error  # what the optimizer oracles share
 
 TOLERANCE = 1e-6
 
@@ -51,13 +50,7 @@ def replay_in_torch(m, workdir):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--dump", required=True, help="the dump_adamw binary")
-    ap.add_argument("--nobubble", help="ignored: this oracle needs only the dump program")
-    ap.add_argument("--workdir", required=True)
-    args = ap.parse_args()
-
-    os.makedirs(args.workdir, exist_ok=True)
+    args = parse_args(__doc__)
     subprocess.run([args.dump, "--workdir", args.workdir], check=True)
     with open(os.path.join(args.workdir, "manifest.json")) as f:
         m = json.load(f)
