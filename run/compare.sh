@@ -127,13 +127,28 @@ simulated() {
   sed -n 's/^bubble fraction: \([0-9.]*\)%.*/\1/p' <<<"$text"
 }
 analytic() { awk -v p="$1" -v m="$2" 'BEGIN { printf "%.2f", 100 * (p - 1) / (m + p - 1) }'; }
-# row FIELDS...: one CSV line (no field holds a comma: reasons have theirs replaced).
-row() { local IFS=,; echo "$*" >>"$csv"; }
-clean() { tr ',\n' '; ' <<<"$1" | sed 's/ *$//'; }
+# row KIND NAME SCHEDULE P M OPT FIX STATUS REASON [FIGURES...]: one CSV line in the header's column order, the
+# columns it does not give left empty (no field holds a comma: a reason has its commas replaced).
+columns=$(head -n 1 "$csv" | tr ',' '\n' | wc -l)
+row() {
+  local fields=("$1" "$2" "$3" "$4" "$5" "$MICRO_BATCH_SIZE" "$6" "$7" "$8" "$(tr ',\n' '; ' <<<"$9" | sed 's/ *$//')" "${@:10}")
+  while [ "${#fields[@]}" -lt "$columns" ]; do fields+=(""); done
+  local IFS=,
+  echo "${fields[*]}" >>"$csv"
+}
 # skip KIND NAME SCHEDULE P M OPT FIX REASON
 skip() {
   say "skip $2: $8"
-  row "$1" "$2" "$3" "$4" "$5" "$MICRO_BATCH_SIZE" "$6" "$7" skipped "$(clean "$8")" "" "" "" "" "" "" "" "" "" "" ""
+  row "$1" "$2" "$3" "$4" "$5" "$6" "$7" skipped "$8"
+}
+# point_failed KIND NAME SCHEDULE P M OPT FIX LOG: the row and the line of a point that failed, its reason the
+# log's first error line (else its last line).
+point_failed() {
+  local reason
+  reason=$(grep -m1 '^nobubble: error' "$8" || tail -n 1 "$8")
+  row "$1" "$2" "$3" "$4" "$5" "$6" "$7" failed "$reason"
+  say "FAILED $1 $2: $reason"
+  failed=$((failed + 1))
 }
 # the flags that give pipedream the same sequences per optimizer step as the others (DESIGN section 2)
 batch_flags() {
@@ -157,14 +172,11 @@ for schedule in $BENCH_SCHEDULES; do
         # schedule,num_microbatches,micro_batch_size,tokens_per_s,ms_per_iter,bubble_pct,act_mib_stage0..,final_loss
         IFS=, read -ra b < <(sed -n 2p "$out/bench/$name.csv")
         peak=$(printf '%s\n' "${b[@]:6:$p}" | sort -g | tail -n 1)
-        row bench "$name" "$schedule" "$p" "$m" "$MICRO_BATCH_SIZE" "" "" ok "" "${b[3]}" "${b[4]}" "${b[5]}" \
-            "$(analytic "$p" "$m")" "$sim" "$peak" "" "" "" "" ""
-        say "bench $name: ${b[3]} tokens/s, bubble ${b[5]}% (analytic $(analytic "$p" "$m")%, simulated $sim%)"
+        ideal=$(analytic "$p" "$m")
+        row bench "$name" "$schedule" "$p" "$m" "" "" ok "" "${b[3]}" "${b[4]}" "${b[5]}" "$ideal" "$sim" "$peak"
+        say "bench $name: ${b[3]} tokens/s, bubble ${b[5]}% (analytic $ideal%, simulated $sim%)"
       else
-        row bench "$name" "$schedule" "$p" "$m" "$MICRO_BATCH_SIZE" "" "" failed "$(clean "$(grep -m1 'error' "$log" || tail -n 1 "$log")")" \
-            "" "" "" "" "" "" "" "" "" "" ""
-        say "FAILED bench $name: $(tail -n 1 "$log")"
-        failed=$((failed + 1))
+        point_failed bench "$name" "$schedule" "$p" "$m" "" "" "$log"
       fi
     done
   done
@@ -205,16 +217,13 @@ EOF
 )
     val=$(sed -n 's/^final val_loss //p' "$dir/train.log")
     hash=$(sed -n 's/^final weights sha256 //p' "$dir/train.log")
-    seq=$(sed -n 's/.*--seq-length \([0-9]*\).*/\1/p' <<<"$MODEL_ARGS")
-    row train "$name" "$schedule" "$p" "$m" "$MICRO_BATCH_SIZE" "$optimizer" "$fix" ok "" "$tps" "" "$bubble" \
-        "$(analytic "$p" "$m")" "$sim" "" "$((MICRO_BATCH_SIZE * m * ${seq:-0}))" "$val" "$hash" \
-        "train/$name/metrics.jsonl" "train/$name/trace.json"
+    # one optimizer step's tokens, as the run's header states them (pipedream: its one microbatch of m x B)
+    tokens=$(sed -n 's/.* \([0-9]*\) tokens per iteration.*/\1/p' "$dir/train.log")
+    row train "$name" "$schedule" "$p" "$m" "$optimizer" "$fix" ok "" "$tps" "" "$bubble" "$(analytic "$p" "$m")" \
+        "$sim" "" "$tokens" "$val" "$hash" "train/$name/metrics.jsonl" "train/$name/trace.json"
     say "train $name: $tps tokens/s, bubble $bubble%, final val_loss $val ($steps steps)"
   else
-    row train "$name" "$schedule" "$p" "$m" "$MICRO_BATCH_SIZE" "$optimizer" "$fix" failed \
-        "$(clean "$(grep -m1 '^nobubble: error' "$dir/train.log" || tail -n 1 "$dir/train.log")")" "" "" "" "" "" "" "" "" "" "" ""
-    failed=$((failed + 1))
-    say "FAILED train $name: $(grep -m1 '^nobubble: error' "$dir/train.log" || tail -n 1 "$dir/train.log")"
+    point_failed train "$name" "$schedule" "$p" "$m" "$optimizer" "$fix" "$dir/train.log"
   fi
 done
 
