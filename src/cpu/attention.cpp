@@ -1,4 +1,5 @@
-// Causal grouped-query attention, scale = 1/sqrt(hd): explicit score tiles, all products in OpenBLAS sgemm.
+// Causal grouped-query attention, scale = 1/sqrt(hd): explicit score tiles, every product one single-threaded
+// sgemm (src/cpu/tiled_gemm.h, sgemm_one_tile).
 //
 // q[B,T,H,hd], k/v[B,T,KV,hd], out[B,T,H,hd], lse[B,H,T]; query head h reads kv head h / (H/KV).
 // For one (b, h) the heads are strided views: row t of Q is q + ((b*T + t)*H + h)*hd with row stride H*hd, and
@@ -10,9 +11,11 @@
 // forward:  S = scale Q K^T (masked j > t), P = softmax_row(S), O = P V, lse_t = log sum_j exp(S_tj)
 // backward: P = exp(S - lse) (recomputed), D_t = sum_c dO_tc O_tc,
 //           dV += P^T dO, dP = dO V^T, dS = P * (dP - D), dQ += scale dS K, dK += scale dS^T Q
-// Heads are visited in a fixed order (b, then h), so the dK/dV sums over the H/KV query heads of a group add up
-// in one order.
-#include <cblas.h>
+//
+// Threads (src/cpu/cpu_threads.h): the forward's tasks are the (b, h, query tile) triples, each writing its own
+// rows of out and lse. The backward's tasks are the (b, kv head) pairs: one task visits the group's H/KV query
+// heads in order, and their query tiles in order, so the dK/dV sums add up in one order whatever the thread count,
+// the same order as one thread visiting (b, h, tile) in turn.
 
 #include <algorithm>
 #include <cmath>
@@ -20,6 +23,8 @@
 #include <vector>
 
 #include "src/cpu/cpu_ops.h"
+#include "src/cpu/cpu_threads.h"
+#include "src/cpu/tiled_gemm.h"
 #include "src/ops/layer_checks.h"
 
 namespace nb {
@@ -46,8 +51,7 @@ float attention_scale(int64_t hd) { return static_cast<float>(1.0 / std::sqrt(st
 // S[0:m, 0:cols] = scale * Q[r0:r0+m] K[0:cols]^T, S row stride ld.
 void scores(float* S, int64_t ld, const float* q, const float* k, int64_t m, int64_t cols, const AttnDims& d,
             float scale) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, cols, d.hd, scale, q, d.q_stride(), k, d.kv_stride(), 0.0f,
-                S, ld);
+    cpu::sgemm_one_tile(false, true, m, cols, d.hd, scale, q, d.q_stride(), k, d.kv_stride(), 0.0f, S, ld);
 }
 
 // Row softmax of the causal rows t = r0 .. r0+m-1 in place (columns j > t become 0); returns lse per row.
@@ -80,6 +84,53 @@ void recompute_probs(float* S, int64_t ld, int64_t r0, int64_t m, int64_t cols, 
     }
 }
 
+// The backward's operands as raw pointers (checked by check_attention_backward).
+struct AttnTensors {
+    const float *q, *k, *v, *out, *dout, *lse;
+    float *dq, *dk, *dv;
+};
+// The backward of query head h of batch b, its query tiles in order: dQ of the head, and its share of dK/dV of
+// its kv head (added to what the group's earlier heads left there).
+void attention_backward_head(const AttnTensors& t, const AttnDims& d, int64_t b, int64_t h, float scale) {
+    const int64_t qs = d.q_stride(), ks = d.kv_stride();
+    const float* qh = t.q + d.q_offset(b, h);
+    const float* oh = t.out + d.q_offset(b, h);
+    const float* doh = t.dout + d.q_offset(b, h);
+    float* dqh = t.dq + d.q_offset(b, h);
+    const float* kh = t.k + d.kv_offset(b, h);
+    const float* vh = t.v + d.kv_offset(b, h);
+    float* dkh = t.dk + d.kv_offset(b, h);
+    float* dvh = t.dv + d.kv_offset(b, h);
+    const float* lh = t.lse + (b * d.H + h) * d.T;
+    std::vector<float> P(static_cast<size_t>(kTile * d.T)), dS(static_cast<size_t>(kTile * d.T));
+    for (int64_t r0 = 0; r0 < d.T; r0 += kTile) {
+        const int64_t m = std::min(kTile, d.T - r0), cols = r0 + m;
+        const float* qt = qh + r0 * qs;
+        const float* dot = doh + r0 * qs;
+        scores(P.data(), cols, qt, kh, m, cols, d, scale);
+        recompute_probs(P.data(), cols, r0, m, cols, lh + r0);
+        // dV[0:cols] += P^T dO[r0:r0+m]
+        cpu::sgemm_one_tile(true, false, cols, d.hd, m, 1.0f, P.data(), cols, dot, qs, 1.0f, dvh, ks);
+        // dP = dO[r0:r0+m] V[0:cols]^T, into dS
+        cpu::sgemm_one_tile(false, true, m, cols, d.hd, 1.0f, dot, qs, vh, ks, 0.0f, dS.data(), cols);
+        // D_t = sum_c dO_tc O_tc ; dS = P * (dP - D) (0 where P is masked)
+        for (int64_t i = 0; i < m; ++i) {
+            const float* o_row = oh + (r0 + i) * qs;
+            const float* do_row = dot + i * qs;
+            double acc = 0.0;
+            for (int64_t c = 0; c < d.hd; ++c) acc += static_cast<double>(do_row[c]) * o_row[c];
+            const float Di = static_cast<float>(acc);
+            const float* p_row = P.data() + i * cols;
+            float* ds_row = dS.data() + i * cols;
+            for (int64_t j = 0; j < cols; ++j) ds_row[j] = p_row[j] * (ds_row[j] - Di);
+        }
+        // dQ[r0:r0+m] += scale dS K[0:cols]
+        cpu::sgemm_one_tile(false, false, m, d.hd, cols, scale, dS.data(), cols, kh, ks, 1.0f, dqh + r0 * qs, qs);
+        // dK[0:cols] += scale dS^T Q[r0:r0+m]
+        cpu::sgemm_one_tile(true, false, cols, d.hd, m, scale, dS.data(), cols, qt, qs, 1.0f, dkh, ks);
+    }
+}
+
 }  // namespace
 
 void CpuOps::attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -88,27 +139,25 @@ void CpuOps::attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const 
     const AttnDims d = dims_of(q, k);
     if (d.B == 0 || d.T == 0) return;
     const float scale = attention_scale(d.hd);
-    std::vector<float> S(static_cast<size_t>(kTile * d.T));
+    const int64_t tiles = (d.T + kTile - 1) / kTile;
     const float *qp = q.f32(), *kp = k.f32(), *vp = v.f32();
     float* op = out.f32();
     float* lp = lse.f32();
-    for (int64_t b = 0; b < d.B; ++b) {
-        for (int64_t h = 0; h < d.H; ++h) {
-            const float* qh = qp + d.q_offset(b, h);
-            const float* kh = kp + d.kv_offset(b, h);
-            const float* vh = vp + d.kv_offset(b, h);
-            float* oh = op + d.q_offset(b, h);
-            float* lh = lp + (b * d.H + h) * d.T;
-            for (int64_t r0 = 0; r0 < d.T; r0 += kTile) {
-                const int64_t m = std::min(kTile, d.T - r0), cols = r0 + m;
-                scores(S.data(), cols, qh + r0 * d.q_stride(), kh, m, cols, d, scale);
-                causal_softmax_rows(S.data(), cols, r0, m, cols, lh + r0);
-                // O[r0:r0+m] = P V[0:cols]
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d.hd, cols, 1.0f, S.data(), cols, vh,
-                            d.kv_stride(), 0.0f, oh + r0 * d.q_stride(), d.q_stride());
-            }
-        }
-    }
+    cpu::parallel_for(d.B * d.H * tiles, [&](int64_t task) {
+        const int64_t b = task / (d.H * tiles), h = (task / tiles) % d.H, r0 = (task % tiles) * kTile;
+        const float* qh = qp + d.q_offset(b, h);
+        const float* kh = kp + d.kv_offset(b, h);
+        const float* vh = vp + d.kv_offset(b, h);
+        float* oh = op + d.q_offset(b, h);
+        float* lh = lp + (b * d.H + h) * d.T;
+        const int64_t m = std::min(kTile, d.T - r0), cols = r0 + m;
+        std::vector<float> S(static_cast<size_t>(m * cols));
+        scores(S.data(), cols, qh + r0 * d.q_stride(), kh, m, cols, d, scale);
+        causal_softmax_rows(S.data(), cols, r0, m, cols, lh + r0);
+        // O[r0:r0+m] = P V[0:cols]
+        cpu::sgemm_one_tile(false, false, m, d.hd, cols, 1.0f, S.data(), cols, vh, d.kv_stride(), 0.0f,
+                            oh + r0 * d.q_stride(), d.q_stride());
+    });
 }
 
 void CpuOps::attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q,
@@ -118,53 +167,11 @@ void CpuOps::attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor
     const AttnDims d = dims_of(q, k);
     if (d.B == 0 || d.T == 0) return;
     const float scale = attention_scale(d.hd);
-    std::vector<float> P(static_cast<size_t>(kTile * d.T)), dS(static_cast<size_t>(kTile * d.T));
-    const float *qp = q.f32(), *kp = k.f32(), *vp = v.f32(), *op = out.f32(), *dop = dout.f32(), *lp = lse.f32();
-    float *dqp = dq.f32(), *dkp = dk.f32(), *dvp = dv.f32();
-    const int64_t qs = d.q_stride(), ks = d.kv_stride();
-    for (int64_t b = 0; b < d.B; ++b) {
-        for (int64_t h = 0; h < d.H; ++h) {
-            const float* qh = qp + d.q_offset(b, h);
-            const float* oh = op + d.q_offset(b, h);
-            const float* doh = dop + d.q_offset(b, h);
-            float* dqh = dqp + d.q_offset(b, h);
-            const float* kh = kp + d.kv_offset(b, h);
-            const float* vh = vp + d.kv_offset(b, h);
-            float* dkh = dkp + d.kv_offset(b, h);
-            float* dvh = dvp + d.kv_offset(b, h);
-            const float* lh = lp + (b * d.H + h) * d.T;
-            for (int64_t r0 = 0; r0 < d.T; r0 += kTile) {
-                const int64_t m = std::min(kTile, d.T - r0), cols = r0 + m;
-                const float* qt = qh + r0 * qs;
-                const float* dot = doh + r0 * qs;
-                scores(P.data(), cols, qt, kh, m, cols, d, scale);
-                recompute_probs(P.data(), cols, r0, m, cols, lh + r0);
-                // dV[0:cols] += P^T dO[r0:r0+m]
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, d.hd, m, 1.0f, P.data(), cols, dot, qs, 1.0f,
-                            dvh, ks);
-                // dP = dO[r0:r0+m] V[0:cols]^T, into dS
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, cols, d.hd, 1.0f, dot, qs, vh, ks, 0.0f,
-                            dS.data(), cols);
-                // D_t = sum_c dO_tc O_tc ; dS = P * (dP - D) (0 where P is masked)
-                for (int64_t i = 0; i < m; ++i) {
-                    const float* o_row = oh + (r0 + i) * qs;
-                    const float* do_row = dot + i * qs;
-                    double acc = 0.0;
-                    for (int64_t c = 0; c < d.hd; ++c) acc += static_cast<double>(do_row[c]) * o_row[c];
-                    const float Di = static_cast<float>(acc);
-                    const float* p_row = P.data() + i * cols;
-                    float* ds_row = dS.data() + i * cols;
-                    for (int64_t j = 0; j < cols; ++j) ds_row[j] = p_row[j] * (ds_row[j] - Di);
-                }
-                // dQ[r0:r0+m] += scale dS K[0:cols]
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d.hd, cols, scale, dS.data(), cols, kh, ks,
-                            1.0f, dqh + r0 * qs, qs);
-                // dK[0:cols] += scale dS^T Q[r0:r0+m]
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, d.hd, m, scale, dS.data(), cols, qt, qs,
-                            1.0f, dkh, ks);
-            }
-        }
-    }
+    const AttnTensors t{q.f32(), k.f32(), v.f32(), out.f32(), dout.f32(), lse.f32(), dq.f32(), dk.f32(), dv.f32()};
+    cpu::parallel_for(d.B * d.KV, [&](int64_t task) {
+        const int64_t b = task / d.KV, g = task % d.KV;
+        for (int64_t h = g * d.group(); h < (g + 1) * d.group(); ++h) attention_backward_head(t, d, b, h, scale);
+    });
 }
 
 }  // namespace nb

@@ -1,7 +1,5 @@
 #include "src/cpu/blas_lapack.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstddef>
 #include <limits>
@@ -10,6 +8,8 @@
 #include <fmt/format.h>
 
 #include "src/core/error.h"
+#include "src/cpu/cpu_threads.h"
+#include "src/cpu/tiled_gemm.h"
 
 // LAPACK's Fortran entry points, as OpenBLAS exports them (32-bit integers: the non-ILP64 build that
 // find_library(openblas) picks). Character arguments carry gfortran's hidden lengths at the end; the routines
@@ -30,9 +30,7 @@ namespace nb::linalg {
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
           float beta, float* c) {
     const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-                static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b,
-                static_cast<int>(ldb), beta, c, static_cast<int>(n));
+    cpu::sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, n);
 }
 
 // LAPACK counts in int; a matrix side past that would overflow its index arithmetic long before.
@@ -67,23 +65,8 @@ static int syevd(Fn routine, int n, std::vector<T>& m) {
     return info;
 }
 
-// LAPACK's blocked routines call OpenBLAS's level-2 kernels, which split their reductions over threads: the
-// bits of an eigen-decomposition then depend on the thread count (a 3-rank mpirun and a 2-thread process gave
-// different SOAP bases). The factorizations therefore run on one thread; the sgemm calls need no such care
-// (OpenBLAS splits their output tiles, never a sum). Process-wide, like OpenBLAS's setting itself.
-class OneBlasThread {
-public:
-    OneBlasThread() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
-    ~OneBlasThread() { openblas_set_num_threads(saved_); }
-    OneBlasThread(const OneBlasThread&) = delete;
-    OneBlasThread& operator=(const OneBlasThread&) = delete;
-
-private:
-    int saved_;
-};
-
 void symmetric_eigenvectors_descending(int64_t n64, const float* a, float* vectors) {
-    const OneBlasThread one_thread;
+    cpu::use_single_threaded_blas();  // LAPACK's blocked routines would split their sums over OpenBLAS's threads
     const int n = lapack_size(n64, "symmetric_eigenvectors_descending");
     if (n == 0) return;
     const size_t nn = static_cast<size_t>(n) * static_cast<size_t>(n);
@@ -109,7 +92,7 @@ void symmetric_eigenvectors_descending(int64_t n64, const float* a, float* vecto
 }
 
 void qr_orthonormal(int64_t n64, const float* a, float* q) {
-    const OneBlasThread one_thread;
+    cpu::use_single_threaded_blas();  // LAPACK's blocked routines would split their sums over OpenBLAS's threads
     const int n = lapack_size(n64, "qr_orthonormal");
     if (n == 0) return;
     const size_t un = static_cast<size_t>(n);

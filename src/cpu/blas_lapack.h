@@ -1,8 +1,8 @@
 // Host linear algebra for the optimizers that need more than element-wise arithmetic (Muon's Newton-Schulz
 // iteration, SOAP's projections and eigenbases): row-major f32 matrices in plain arrays.
 //
-// The products go to OpenBLAS's sgemm, as the CPU backend's linear layer does (the same thread-count
-// independence holds: OpenBLAS splits the output tiles, never a reduction). The factorizations are LAPACK's,
+// The products are tiled sgemms (src/cpu/tiled_gemm.h), as the CPU backend's linear layer's, with the same
+// thread-count independence. The factorizations are LAPACK's, on one OpenBLAS thread (src/cpu/cpu_threads.h),
 // from the same OpenBLAS library (it exports the LAPACK routines), declared here by hand so that no extra
 // header package is needed.
 #pragma once

@@ -1,8 +1,9 @@
 // CpuOps: the fp32 reference backend. Each op family lives in its own file under src/cpu/.
 //
-// Determinism: no result depends on the thread count. GEMMs go to OpenBLAS (which partitions over output
-// tiles, never over the reduction, so each element's sum has one order); everything else here is
-// single-threaded loops in a fixed order.
+// Determinism: no result depends on the thread count. The products are single-threaded OpenBLAS calls on tiles
+// whose shapes depend on the problem alone, spread over our own threads (src/cpu/tiled_gemm.h,
+// src/cpu/cpu_threads.h), so each element's sum has one order; attention's tasks are whole heads; everything else
+// here is single-threaded loops in a fixed order.
 #pragma once
 
 #include "src/ops/op_profiler.h"

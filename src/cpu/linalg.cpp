@@ -1,7 +1,7 @@
 // The CPU backend's matrix products and factorizations for the optimizers (src/ops/ops.h, "linear algebra for
-// optimizers"): thin wrappers over src/cpu/blas_lapack.h, which calls OpenBLAS's sgemm and LAPACK's ssyevd (dsyevd as
-// the fallback), sgeqrf and sorgqr. The factorizations run on one BLAS thread there, so their bits do not depend
-// on the thread count; sgemm splits output tiles, never a sum.
+// optimizers"): thin wrappers over src/cpu/blas_lapack.h, which calls the tiled sgemm and LAPACK's ssyevd (dsyevd as
+// the fallback), sgeqrf and sorgqr. OpenBLAS always runs on one thread (src/cpu/cpu_threads.h), so no bit depends
+// on the thread count.
 #include "src/cpu/cpu_ops.h"
 #include "src/ops/linalg_checks.h"
 #include "src/cpu/blas_lapack.h"

@@ -4,14 +4,13 @@
 // Backward, per expert over its rows:
 //   dx[rows_e]  += dy[rows_e] W_e
 //   dW_e        += dy[rows_e]^T x[rows_e]
-// One OpenBLAS sgemm per expert that has rows, as linear.cpp does for one weight (same argument order, same
-// determinism: OpenBLAS partitions output tiles, never the reduction). An expert without rows does no GEMM and
-// its weight gradient is left as it was (plus nothing).
-#include <cblas.h>
-
+// One tiled sgemm per expert that has rows, as linear.cpp does for one weight (same argument order, same
+// determinism: the tiles depend on the expert's shapes alone, never the thread count). An expert without rows does
+// no GEMM and its weight gradient is left as it was (plus nothing).
 #include <algorithm>
 
 #include "src/cpu/cpu_ops.h"
+#include "src/cpu/tiled_gemm.h"
 #include "src/ops/layer_checks.h"
 
 namespace nb {
@@ -31,8 +30,8 @@ void CpuOps::moe_grouped_linear_forward(Tensor& y, const Tensor& x, const std::v
             std::fill(ye, ye + rows * d.out, 0.0f);
             continue;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, d.out, d.in, 1.0f, x.f32() + begin * d.in, d.in,
-                    w[e]->f32(), d.in, 0.0f, ye, d.out);
+        cpu::sgemm(false, true, rows, d.out, d.in, 1.0f, x.f32() + begin * d.in, d.in, w[e]->f32(), d.in, 0.0f, ye,
+                   d.out);
     }
 }
 
@@ -49,10 +48,9 @@ void CpuOps::moe_grouped_linear_backward(Tensor& dx, const std::vector<Tensor*>&
         if (rows == 0) continue;
         const float *dye = dy.f32() + begin * d.out, *xe = x.f32() + begin * d.in;
         if (dx.defined())
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d.in, d.out, 1.0f, dye, d.out, w[e]->f32(),
-                        d.in, 1.0f, dx.f32() + begin * d.in, d.in);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d.out, d.in, rows, 1.0f, dye, d.out, xe, d.in, 1.0f,
-                    dw[e]->f32(), d.in);
+            cpu::sgemm(false, false, rows, d.in, d.out, 1.0f, dye, d.out, w[e]->f32(), d.in, 1.0f,
+                       dx.f32() + begin * d.in, d.in);
+        cpu::sgemm(true, false, d.out, d.in, rows, 1.0f, dye, d.out, xe, d.in, 1.0f, dw[e]->f32(), d.in);
     }
 }
 

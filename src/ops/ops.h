@@ -279,7 +279,7 @@ public:
     // Linear algebra on f32 optimizer state (SOAP's preconditioners and eigenbases: optim/soap.cpp). Every tensor
     // here is f32 on the backend's device; a matrix is rank 2, row-major. The element-wise ops round each
     // operation on its own, in the order written, so the CUDA results are the CPU's bit for bit; the products and
-    // factorizations are library calls (CPU: OpenBLAS/LAPACK on one BLAS thread for the factorizations; CUDA:
+    // factorizations are library calls (CPU: tiled OpenBLAS products and LAPACK, on one BLAS thread; CUDA:
     // cuBLAS in plain f32, never TF32, and cuSOLVER) and agree to f32 rounding, not bit for bit.
 
     // c[m,n] = alpha op(a) op(b) + beta c, op(x) = x^T when trans_x (a is [m,k] or [k,m], b [k,n] or [n,k]).

@@ -11,6 +11,7 @@
 
 #include "src/run/backend.h"
 #include "src/core/error.h"
+#include "src/cpu/cpu_threads.h"
 #include "pipeline/mpi_transport.h"
 #ifdef NOBUBBLE_HAVE_CUDA
 #include "pipeline/nccl_transport.h"
@@ -21,15 +22,13 @@
 #include "pipeline/stage_memory.h"
 #include "pipeline/stage_runner.h"
 
-extern "C" void openblas_set_num_threads(int num_threads);
-
 namespace nb {
 
 namespace {
 
-// With one rank per stage, the ranks are the parallelism: OpenBLAS threads on top would oversubscribe the cores.
+// With one rank per stage, the ranks are the parallelism: CPU threads on top would oversubscribe the cores.
 void one_blas_thread_per_rank() {
-    if (!std::getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(1);
+    if (!std::getenv("OPENBLAS_NUM_THREADS")) cpu::set_thread_count(1);
 }
 
 // What a rank builds before the run, besides its backend and transport: its runner (which opens the data) and,

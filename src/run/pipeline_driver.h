@@ -9,8 +9,8 @@
 //                    error prints `nobubble: error: rank R (stage S): ...` and aborts the whole job (MPI_Abort),
 //                    so that no rank hangs waiting for a failed one; a rank that made no progress for
 //                    --watchdog-s seconds (a dead or wedged peer) prints `nobubble: error: watchdog: ...` naming
-//                    what it waits for and aborts the job too (src/run/watchdog.h). OpenBLAS runs one thread
-//                    per rank (the ranks are the parallelism) unless OPENBLAS_NUM_THREADS says otherwise. With
+//                    what it waits for and aborts the job too (src/run/watchdog.h). The CPU ops use one
+//                    thread per rank (the ranks are the parallelism) unless OPENBLAS_NUM_THREADS says otherwise. With
 //                    --device cuda every rank starts its GPU first and the ranks agree on that before NCCL is
 //                    set up; then NCCL moves activations and gradients between neighbours
 //                    (pipeline/nccl_transport.h).

@@ -39,6 +39,16 @@ if [ "$HAVE_MPI" = 1 ]; then
   equal "a singleton MPI run of 2bw_p3_m3" "$WORK/ref_2bw_p3_m3.log" "$WORK/singleton.log"
 fi
 
+# Thread counts change no bit, on either side: 2 CPU threads per rank under mpirun against a 3-thread reference,
+# at the full tiny width (its products are cut into many tiles, src/cpu/tiled_gemm.h).
+if [ "$HAVE_MPI" = 1 ]; then
+  WIDE=(--data "$WORK/corpus.txt" --model tiny --num-layers 3 --micro-batch-size 4 --seq-length 128 --lr 1e-3
+        --train-iters 3 --eval-iters 1 --log-interval 100 --schedule 1f1b --num-microbatches 2 --optimizer muon)
+  run threads_ref env OPENBLAS_NUM_THREADS=3 "$NB" reference "${WIDE[@]}" --stages 2
+  run threads_mpi env OPENBLAS_NUM_THREADS=2 "${MPI[@]}" -np 2 -x OPENBLAS_NUM_THREADS "$NB" train "${WIDE[@]}"
+  equal "mpirun at 2 threads per rank against a 3-thread reference" "$WORK/threads_ref.log" "$WORK/threads_mpi.log"
+fi
+
 # An asynchronous schedule on one stage runs in the executor too (2bw still delays by one step).
 run 2bw_p1_ref "$NB" reference "${FLAGS[@]}" --schedule 2bw --num-microbatches 2
 run 2bw_p1 "$NB" train "${FLAGS[@]}" --schedule 2bw --num-microbatches 2
