@@ -11,11 +11,12 @@ namespace nb::cpu {
 
 namespace {
 
-// About 8 MFLOP a tile: some 100 us of one core, long enough that a tile's own packing of its A rows and B columns
-// (which OpenBLAS's threads would share) stays a few percent of it, short enough that a training step's products
-// give every thread work.
-constexpr double kTileFlops = 8e6;
-constexpr int64_t kMinTileSide = 64;
+// Each tile packs its own rows of A and columns of B (OpenBLAS's threads would share one packing), which costs
+// in proportion to 1/rows + 1/cols of the tile's arithmetic: below about 256 a side that is measurable (128 x 128
+// tiles ran a 2048^3 product 25% slower on one thread than one call; 256 x 256 tiles as fast). About 64 MFLOP a
+// tile (some 1-2 ms of one core) still cuts a training step's larger products into several tiles per thread.
+constexpr double kTileFlops = 64e6;
+constexpr int64_t kMinTileSide = 256;
 constexpr int64_t kTileAlign = 16;  // tile sides are multiples of this (a whole number of micro-kernel panels)
 constexpr int64_t kMaxTiles = 256;
 

@@ -74,11 +74,17 @@ TEST_CASE("tile shapes depend on the problem alone, and big problems are cut int
     const cpu::GemmTiles tall = cpu::gemm_tiles(20000, 40, 300);
     CHECK(tall.cols == 40);
     CHECK(tall.count(20000, 40) > 1);
+    // The shapes the tests below use are cut, so that 2 and 3 threads really split them.
+    CHECK(cpu::gemm_tiles(7, 3001, 4003).count(7, 3001) > 1);
+    CHECK(cpu::gemm_tiles(20011, 9, 450).count(20011, 9) > 1);
+    CHECK(cpu::gemm_tiles(520, 520, 800).count(520, 520) > 1);  // Newton-Schulz's X X^T
+    CHECK(cpu::gemm_tiles(301, 517, 1283).count(301, 517) > 1);
+    CHECK(cpu::gemm_tiles(515, 257, 1200).count(515, 257) > 1);  // an expert's weight gradient
 }
 
 TEST_CASE("linear forward and backward are bitwise identical at 1, 2 and 3 threads") {
     std::mt19937 rng(81);
-    for (const LinearShape s : {LinearShape{517, 771, 1029}, LinearShape{5003, 33, 7}, LinearShape{3, 2001, 3999},
+    for (const LinearShape s : {LinearShape{517, 771, 1029}, LinearShape{20011, 450, 9}, LinearShape{7, 4003, 3001},
                                 LinearShape{4099, 130, 70}, LinearShape{512, 768, 1024}}) {
         INFO("n " << s.n << " in " << s.in << " out " << s.out);
         Tensor x = randn({s.n, s.in}, rng), w = randn({s.out, s.in}, rng, 0.05f), dy = randn({s.n, s.out}, rng);
@@ -150,10 +156,10 @@ TEST_CASE("MoE grouped linear forward and backward are bitwise identical at 1, 2
 
 TEST_CASE("Newton-Schulz and the symmetric eigenbasis are bitwise identical at 1, 2 and 3 threads") {
     std::mt19937 rng(85);
-    const Tensor g = randn({300, 517}, rng);
+    const Tensor g = randn({520, 800}, rng);
     check_same_bits_at_1_2_3_threads([&] {
         CpuOps ops;
-        Tensor ortho = Tensor::zeros(g.shape()), gram = Tensor::zeros({300, 300}), basis = Tensor::zeros({300, 300});
+        Tensor ortho = Tensor::zeros(g.shape()), gram = Tensor::zeros({520, 520}), basis = Tensor::zeros({520, 520});
         ops.newton_schulz({&ortho}, {&g}, 5);
         ops.matmul(gram, g, g, false, true, 1.0f, 0.0f);  // G G^T: symmetric, as SOAP's factors are
         ops.symmetric_eigenvectors_descending(basis, gram);
