@@ -8,7 +8,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Debian packages the build, the tests and the main job need.
 PACKAGES := cmake ninja-build g++ make ccache pkg-config openmpi-bin libopenmpi-dev libcli11-dev libfmt-dev \
-            doctest-dev libopenblas-dev python3-torch python3-numpy python3-matplotlib fortunes
+            libtomlplusplus-dev doctest-dev libopenblas-dev python3-torch python3-numpy python3-matplotlib fortunes
 
 .PHONY: setup test-setup configure build test test-slurm run bench gpu-deps clean
 
@@ -53,9 +53,9 @@ bench: build
 	$(NOBUBBLE) bench ops
 
 # Dependencies for a GPU machine without a package registry, unpacked under .deps/prefix (run/gpu_check.sh
-# uses them; the device tool carries the folder): CLI11, fmt, doctest headers and OpenBLAS with its runtime.
-GPU_DEBS := libcli11-dev libfmt-dev libfmt9 doctest-dev libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread \
-            libgfortran5 libquadmath0
+# uses them; the device tool carries the folder): CLI11, fmt, toml++, doctest headers and OpenBLAS with its runtime.
+GPU_DEBS := libcli11-dev libfmt-dev libfmt9 libtomlplusplus-dev doctest-dev libopenblas-dev libopenblas-pthread-dev \
+            libopenblas0-pthread libgfortran5 libquadmath0
 gpu-deps:
 	rm -rf .deps && mkdir -p .deps/debs .deps/prefix
 	cd .deps/debs && apt-get download $(GPU_DEBS)

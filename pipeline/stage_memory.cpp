@@ -49,6 +49,35 @@ StageMemory estimate_cut_memory(const TrainOptions& options, const std::vector<S
     return sum;
 }
 
+namespace {
+
+// A stage's checkpoint file: the master weights are f32 whatever the backend computes in.
+int64_t stage_checkpoint_bytes(const StageMemory& m, const ParamLayout& layout) {
+    return static_cast<int64_t>(dtype_bytes(DType::f32)) * layout.total_numel() + m.versions_bytes +
+           m.optimizer_bytes;
+}
+
+}  // namespace
+
+int64_t estimate_checkpoint_bytes(const PipelineSetup& setup, DType activation_dtype) {
+    int64_t bytes = 0;
+    for (int s = 0; s < setup.num_stages(); ++s)
+        bytes += stage_checkpoint_bytes(estimate_stage_memory(setup, s, activation_dtype),
+                                        setup.layouts.at(static_cast<size_t>(s)));
+    return bytes;
+}
+
+int64_t estimate_checkpoint_bytes(const TrainOptions& options, const std::vector<StageSpec>& cut,
+                                  DType activation_dtype) {
+    int64_t bytes = 0;
+    for (const StageSpec& spec : cut) {
+        const ParamLayout layout = StageModel(options.model, spec).layout();
+        bytes += stage_checkpoint_bytes(estimate_stage_memory(options, spec, layout, StageLoad{}, activation_dtype),
+                                        layout);
+    }
+    return bytes;
+}
+
 std::string describe_stage_memory(const StageMemory& m) {
     return fmt::format("{} (weights {}, weight versions {}, gradients {}, optimizer state {}, activations {})",
                        format_bytes(m.total_bytes()), format_bytes(m.weights_bytes), format_bytes(m.versions_bytes),

@@ -61,6 +61,14 @@ StageMemory estimate_stage_memory(const PipelineSetup& setup, int stage, DType a
 StageMemory estimate_cut_memory(const TrainOptions& options, const std::vector<StageSpec>& cut,
                                 DType activation_dtype);
 
+// What one checkpoint of the run writes (pipeline/stage_checkpoint.h), from the same counts: each stage's f32 master
+// weights (not the compute copy), the older weight versions it holds and its optimizer state; the files' names and
+// shapes come on top (a few dozen bytes a tensor). Every stage of a pipeline run, or the stages of `cut` each
+// holding one version (the plain loop; for the oracle, a floor). What --save checks the disk's free space against.
+int64_t estimate_checkpoint_bytes(const PipelineSetup& setup, DType activation_dtype);
+int64_t estimate_checkpoint_bytes(const TrainOptions& options, const std::vector<StageSpec>& cut,
+                                  DType activation_dtype);
+
 // "1.26 TB (weights 315 GB, weight versions 0 B, gradients 315 GB, optimizer state 630 GB, activations 52.4 MB)"
 std::string describe_stage_memory(const StageMemory& memory);
 

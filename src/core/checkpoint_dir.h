@@ -4,6 +4,9 @@
 // file goes through write_file_atomically, so a checkpoint exists exactly when its manifest does: a crash
 // mid-save leaves an older complete one, never a damaged one.
 //
+// DIR also holds the run's lock file, DIR/.lock (src/core/save_dir_lock.h); listing and pruning look only at the
+// step_<t> entries, so it is never taken for a checkpoint nor removed.
+//
 // Reading checks before it trusts: every file the manifest names must have its size and sha256, or the error
 // names the file and the field that differs, and nothing has been changed by then.
 #pragma once

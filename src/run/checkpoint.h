@@ -25,12 +25,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/stage_model.h"
 #include "pipeline/stage_state.h"
 #include "src/core/checkpoint_dir.h"
+#include "src/core/save_dir_lock.h"
 #include "src/core/tensor_file.h"
 #include "src/data/batch_loader.h"
 #include "src/plan/run_plan.h"
@@ -44,6 +46,12 @@ struct SavedRun {
     std::vector<int64_t> steps_taken;  // per stage
     LoaderPosition data;
 };
+
+// --save DIR before the first step (src/core/save_dir_lock.h): DIR created, locked for this run, and room there for
+// one checkpoint of `checkpoint_bytes` (pipeline/stage_memory.h estimate_checkpoint_bytes); nb::UsageError naming
+// DIR otherwise. Nothing without --save. One process of a run holds it, until the run ends: the plain loop, the
+// in-process pipeline and the oracle their own; under mpirun rank 0 for the job (src/run/mpi_driver.cpp).
+std::optional<SaveDirLock> claim_save_dir(const TrainOptions& options, int64_t checkpoint_bytes);
 
 // Completes the checkpoint in `step_dir` (the stage files are written): its manifest, then --save-keep's
 // pruning, then one line to `log` naming the directory.

@@ -60,6 +60,9 @@ void require_stages_fit(const PipelineSetup& setup, const Ops& ops) {
 PipelineSummary run_in_process(const PipelineSetup& setup, const ResumePoint* resume, std::FILE* log) {
     std::unique_ptr<Ops> ops = make_ops(setup.options.device);
     require_stages_fit(setup, *ops);
+    // --save DIR: this process's for the whole run, with room for a checkpoint, or one line before any step.
+    const std::optional<SaveDirLock> save_lock =
+        claim_save_dir(setup.options, estimate_checkpoint_bytes(setup, ops->activation_dtype()));
     InProcessNetwork network(setup.num_stages());
     std::vector<std::unique_ptr<StageRunner>> runners;
     for (int s = 0; s < setup.num_stages(); ++s)

@@ -32,10 +32,12 @@ void one_blas_thread_per_rank() {
 }
 
 // What a rank builds before the run, besides its backend and transport: its runner (which opens the data) and,
-// on rank 0, the collector of the reports (which opens --metrics).
+// on rank 0, the collector of the reports (which opens --metrics) and the --save directory's lock, held for the
+// whole job.
 struct RankStage {
     std::unique_ptr<StageRunner> runner;
     std::unique_ptr<ProgressCollector> collector;
+    std::optional<SaveDirLock> save_lock;
 };
 
 // Errors while setting up (a data file, the device) are usually every rank's alike. Agreeing on them before
@@ -108,8 +110,8 @@ StageClock::Clock::time_point common_origin() {
     return best_steady - duration_cast<StageClock::Clock::duration>(nanoseconds(best_wall - origin_ns));
 }
 
-// The backend, where the transport does not need it first (the CPU), the memory check, then the runner (restored
-// from the checkpoint when resuming) and collector.
+// The backend, where the transport does not need it first (the CPU), the memory check, rank 0's claim of --save
+// DIR, then the runner (restored from the checkpoint when resuming) and collector.
 RankStage set_up(const PipelineSetup& setup, const ResumePoint* resume, Transport& transport,
                  std::unique_ptr<Ops>& ops, std::FILE* log) {
     RankStage rs;
@@ -119,6 +121,12 @@ RankStage set_up(const PipelineSetup& setup, const ResumePoint* resume, Transpor
         const int stage = transport.stage();
         require_memory_fits(stage, 1, estimate_stage_memory(setup, stage, ops->activation_dtype()),
                             ops->available_memory());
+    });
+    // --save DIR: rank 0 claims it for the job (locked, room for a checkpoint of every stage) before any rank
+    // runs a step; its error ends every rank alike, none waiting for another.
+    set_up_step(transport, [&] {
+        if (transport.stage() == 0)
+            rs.save_lock = claim_save_dir(setup.options, estimate_checkpoint_bytes(setup, ops->activation_dtype()));
     });
     set_up_step(transport, [&] {
         rs.runner = std::make_unique<StageRunner>(setup, transport.stage(), transport, *ops);

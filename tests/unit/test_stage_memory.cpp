@@ -1,6 +1,6 @@
 // The up-front memory estimate (pipeline/stage_memory.h) and what it reads: each part for a small model against
-// what the stages really allocate, the schedule's weight versions and microbatches in flight, the refusal's one
-// line, byte formatting and /proc/meminfo's MemAvailable.
+// what the stages really allocate, the schedule's weight versions and microbatches in flight, a checkpoint's
+// bytes, the refusal's one line, byte formatting and /proc/meminfo's MemAvailable.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -149,6 +149,25 @@ TEST_CASE("estimate_cut_memory sums the stages of a cut, each with one version a
     CHECK(got.total_bytes() == sum.total_bytes());
     CHECK(got.weights_bytes == sum.weights_bytes);
     CHECK(got.activations_bytes == sum.activations_bytes);
+}
+
+TEST_CASE("estimate_checkpoint_bytes: each stage's carried tensors as allocated, plus its older versions") {
+    // The tensors a stage file holds (pipeline/stage_checkpoint.h): the state_tensors, then the older versions.
+    const auto carried_bytes = [](const TrainOptions& o, const StageSpec& spec) {
+        StageState state(o, spec, Device::cpu);
+        int64_t bytes = 0;
+        for (const auto& [name, tensor] : state.state_tensors()) bytes += static_cast<int64_t>(tensor->bytes());
+        return bytes;
+    };
+    const TrainOptions o = small_options("2bw", 2);
+    const auto cut = partition_model(o.model, 2);
+    const int64_t carried = carried_bytes(o, cut[0]) + carried_bytes(o, cut[1]);
+    CHECK(estimate_checkpoint_bytes(o, cut, DType::f32) == carried);
+    // 2bw holds one older version per stage, in the compute dtype: 4 bytes a parameter in f32, 2 in bf16.
+    const PipelineSetup setup = make_pipeline_setup(make_run_plan(o));
+    const int64_t params = setup.layouts[0].total_numel() + setup.layouts[1].total_numel();
+    CHECK(estimate_checkpoint_bytes(setup, DType::f32) == carried + 4 * params);
+    CHECK(estimate_checkpoint_bytes(setup, DType::bf16) == carried + 2 * params);
 }
 
 TEST_CASE("require_memory_fits: one line naming the stages, the parts and what is available") {
