@@ -9,7 +9,7 @@
 #   or two lines, from the waiting ranks only, never from the stalled one;
 # - a rank stopped with SIGSTOP mid-run: the same, and the stopped rank, continued by mpirun to be killed,
 #   prints nothing (time it spent stopped is not waiting);
-# - --watchdog-s 0: the stalled job hangs until `timeout` ends it, with no watchdog line;
+# - --watchdog-s 0: the stalled job hangs, with no watchdog line, until its `timeout` is told to end it;
 # - usage errors: a negative --watchdog-s, --stall-at-step without --stall-rank, a stall without mpirun.
 # Each case measures the time from the stall (the progress line of the step before it) or the SIGSTOP to the
 # job's end, and prints it. Every process a case starts is killed at its end and on any exit (trap).
@@ -131,27 +131,34 @@ else
 fi
 
 # ---- (c) --watchdog-s 0: nothing ends the stalled job but timeout ----
-JOB_NAME=off
-rm -f "$WORK"/off.pid.*
-T0=$(now_s)
-RC=0
-timeout -k 2 8 mpirun --oversubscribe -np 3 bash -c 'echo $$ >"'"$WORK"'/off.pid.$OMPI_COMM_WORLD_RANK"; exec "$0" "$@"' \
-  "$NB" train "${FLAGS[@]}" --train-iters 6 --stall-at-step 2 --stall-rank 1 --watchdog-s 0 \
-  >"$WORK/off.out" 2>"$WORK/off.err" || RC=$?
-TOOK_S=$(seconds_since "$T0")
-if [ "$RC" = 124 ] && [ "$(watchdog_lines)" = 0 ] && grep -q '^step      2/6' "$WORK/off.out"; then
-  pass "--watchdog-s 0: the stalled job ran until timeout ended it (exit 124 after ${TOOK_S}s), no watchdog line"
+# Once the stall has begun (the progress line before it, however long the start took), the job is watched for
+# more than twice the watchdog limit of the other cases; then the timeout around it is told to end it (SIGTERM,
+# as its own expiry would), and no rank may be left.
+start_case off 3 "${FLAGS[@]}" --train-iters 6 --stall-at-step 2 --stall-rank 1 --watchdog-s 0
+if wait_for_line '^step      2/6'; then
+  T0=$(now_s)
+  sleep $((2 * WATCHDOG_S + 1))
+  if kill -0 "$JOB" 2>/dev/null && [ "$(watchdog_lines)" = 0 ]; then
+    pass "--watchdog-s 0: the stalled job still runs $(seconds_since "$T0")s into the stall, no watchdog line"
+  else
+    fail "--watchdog-s 0: the stalled job ended or printed a watchdog line: $(cat "$WORK/off.err")"
+  fi
+  kill -TERM "$JOB" 2>/dev/null
+  RC=0
+  wait "$JOB" || RC=$?
+  # timeout's SIGTERM reaches mpirun, which ends its ranks: none may be left (those that are get killed).
+  left=
+  for i in $(seq 50); do
+    left=$(for pid in $(cat "$WORK"/off.pid.*); do [ -d "/proc/$pid" ] && ! grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null && echo "$pid"; done)
+    [ -z "$left" ] && break
+    sleep 0.1
+  done
+  [ "$RC" != 0 ] && [ -z "$left" ] && pass "--watchdog-s 0: ended by the timeout's SIGTERM (exit $RC), no rank left" \
+    || fail "--watchdog-s 0: exit $RC after SIGTERM, ranks left: $left"
 else
-  fail "--watchdog-s 0: exit $RC after ${TOOK_S}s (want 124), stderr: $(cat "$WORK/off.err")"
+  T0=$(now_s) && end_case
+  fail "--watchdog-s 0: no progress line for step 2: $(cat "$WORK/off.out" "$WORK/off.err")"
 fi
-# timeout's SIGTERM reaches mpirun, which ends its ranks: none may be left (those that are get killed).
-left=
-for i in $(seq 50); do
-  left=$(for pid in $(cat "$WORK"/off.pid.*); do [ -d "/proc/$pid" ] && ! grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null && echo "$pid"; done)
-  [ -z "$left" ] && break
-  sleep 0.1
-done
-[ -z "$left" ] && pass "--watchdog-s 0: no rank left after timeout" || fail "--watchdog-s 0: ranks left: $left"
 JOB=
 kill_case
 finish
