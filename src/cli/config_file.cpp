@@ -12,6 +12,7 @@
 // top-level: a `[section]` is a table, which no flag takes. (CLI11's own reader, used before, skipped section
 // headers and let damaged lines through.)
 #include <algorithm>
+#include <cctype>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -56,6 +57,26 @@ std::string at_line(const std::string& path, const toml::source_position& where)
     return fmt::format("--config '{}' line {}", path, where.line);
 }
 
+// The bare key that line `line` (from 1) of the file assigns (`key = ...`), or "" where it assigns none (a table
+// header, a damaged line): what a syntax error names besides the line.
+std::string key_on_line(const std::string& text, toml::source_index line) {
+    size_t begin = 0;
+    for (toml::source_index l = 1; l < line && begin != std::string::npos; ++l) {
+        begin = text.find('\n', begin);
+        if (begin != std::string::npos) ++begin;
+    }
+    if (begin == std::string::npos) return "";
+    const std::string row = text.substr(begin, text.find('\n', begin) - begin);
+    const size_t first = row.find_first_not_of(" \t");
+    const size_t equals = row.find('=');
+    if (first == std::string::npos || equals == std::string::npos || equals <= first) return "";
+    std::string key = row.substr(first, row.find_last_not_of(" \t", equals - 1) + 1 - first);
+    const bool bare = std::all_of(key.begin(), key.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+    });
+    return bare ? key : "";
+}
+
 toml::table parse_config(const std::string& path) {
     std::string text;
     try {
@@ -67,9 +88,12 @@ toml::table parse_config(const std::string& path) {
         return toml::parse(text, path);
     } catch (const toml::parse_error& e) {
         const std::string_view what = e.description();
-        const char* kind = what.find("cannot redefine") != std::string_view::npos ? "key given twice" : "syntax error";
-        throw UsageError(fmt::format("{}, column {}: {}: {}", at_line(path, e.source().begin), e.source().begin.column,
-                                     kind, printable(what)));
+        const toml::source_position where = e.source().begin;
+        const char* kind = what.find("cannot redefine") != std::string_view::npos ? "given twice" : "syntax error";
+        const std::string key = key_on_line(text, where.line);
+        throw UsageError(fmt::format("{}, column {}: {}{}: {}", at_line(path, where), where.column,
+                                     key.empty() ? "" : fmt::format("key '{}': ", printable(key)), kind,
+                                     printable(what)));
     }
 }
 

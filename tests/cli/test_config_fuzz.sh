@@ -21,9 +21,9 @@ bad_config() {
   printf '%b' "$4" >"$f"
   expect_error 2 "^nobubble: error: --config '$f' line $2[,:].*$3" "$NB" train --config "$f" --data "$MISSING"
 }
-bad_config syntax 2 "syntax error" 'model = "tiny"\nlr = = 3\n'
+bad_config syntax 2 "key 'lr': syntax error" 'model = "tiny"\nlr = = 3\n'
 bad_config header 3 "syntax error" 'lr = 1e-3\nseed = 1\n[x\n'
-bad_config twice 3 "key given twice: .*'lr'" 'lr = 1e-3\nseed = 1\nlr = 2e-3\n'
+bad_config twice 3 "key 'lr': given twice: " 'lr = 1e-3\nseed = 1\nlr = 2e-3\n'
 bad_config string_for_number 2 "key 'lr': expected a number, got a string$" 'model = "tiny"\nlr = "fast"\n'
 bad_config number_as_string 1 "key 'lr': expected a number, got a string$" 'lr = "3e-3"\n'
 bad_config float_for_integer 2 "key 'train-iters': expected an integer, got a float$" 'lr = 1e-3\ntrain-iters = 2.5\n'
