@@ -12,13 +12,14 @@ namespace nb::cpu {
 namespace {
 
 // Each tile packs its own rows of A and columns of B (OpenBLAS's threads would share one packing), which costs
-// in proportion to 1/rows + 1/cols of the tile's arithmetic: below about 256 a side that is measurable (128 x 128
-// tiles ran a 2048^3 product 25% slower on one thread than one call; 256 x 256 tiles as fast). About 64 MFLOP a
-// tile (some 1-2 ms of one core) still cuts a training step's larger products into several tiles per thread.
-constexpr double kTileFlops = 64e6;
+// in proportion to 1/rows + 1/cols of the tile's arithmetic. Measured on one thread against one call for the whole
+// product (interleaved, best of 15): 256 x 256 tiles and larger reach 96-101% of its rate on the training step's
+// shapes and on 2048^3, 128-row tiles 93%. About 128 MFLOP a tile (some 4 ms of one core), at most 32 tiles, cuts
+// a training step's larger products into several tiles per thread.
+constexpr double kTileFlops = 128e6;
 constexpr int64_t kMinTileSide = 256;
 constexpr int64_t kTileAlign = 16;  // tile sides are multiples of this (a whole number of micro-kernel panels)
-constexpr int64_t kMaxTiles = 256;
+constexpr int64_t kMaxTiles = 32;
 
 int64_t halved(int64_t side) { return (side / 2 + kTileAlign - 1) / kTileAlign * kTileAlign; }
 
