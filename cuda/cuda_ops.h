@@ -58,7 +58,7 @@ public:
     void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets,
                                 float dloss) override;
 
-    // ---- MoE (src/ops/ops.h; DESIGN.md section 7): cuda/moe_router.cu (router, top-k), moe_aux_loss.cu (aux
+    // ---- MoE (src/ops/ops.h; docs/DESIGN.md section 7): cuda/moe_router.cu (router, top-k), moe_aux_loss.cu (aux
     // loss, expert bias update), moe_dispatch.cu (plan, permutation), moe_grouped_linear.cu (per-expert cuBLASLt
     // GEMMs), moe_combine.cu. probs, gates, the aux loss and the bias f32; the maps i32; the rest bf16 ----
     void moe_router_forward(Tensor& probs, Tensor& topk_expert, Tensor& topk_gate, const Tensor& logits,

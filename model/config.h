@@ -21,7 +21,7 @@ struct ModelConfig {
     double norm_eps = 1e-5;
     bool tie_embeddings = false;    // LM head shares the embedding matrix
 
-    // Mixture of Experts (../shared/DESIGN.md section 7): the blocks whose SwiGLU MLP is an MoeFeedForward.
+    // Mixture of Experts (docs/DESIGN.md section 7): the blocks whose SwiGLU MLP is an MoeFeedForward.
     std::string moe_layers;         // --moe-layers: "" (none), all, all-but-first:K, or a comma list of block indices
     std::vector<bool> moe_blocks;   // moe_layers parsed against num_layers by resolve_moe_layers()
     MoeConfig moe;                  // the shape of every MoE block (used only when some block is MoE)

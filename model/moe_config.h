@@ -1,4 +1,4 @@
-// MoeConfig: the shape of one Mixture-of-Experts feed-forward (../shared/DESIGN.md section 7), with its
+// MoeConfig: the shape of one Mixture-of-Experts feed-forward (docs/DESIGN.md section 7), with its
 // Megatron-style flag names. ModelConfig::moe holds it; ModelConfig::moe_blocks (--moe-layers) says which blocks
 // use it (model/config.h).
 #pragma once

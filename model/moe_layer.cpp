@@ -48,7 +48,7 @@ MoeFeedForward::MoeFeedForward(int64_t hidden_size, const MoeConfig& config, con
     c_.validate();
     auto name = [&prefix](const std::string& leaf) { return fmt::format("{}.{}", prefix, leaf); };
     const int64_t d = d_, f = c_.ffn_hidden_size, fs = c_.shared_ffn_hidden_size;
-    // The router is a matrix like any other here (Muon takes it); its treatment is to be settled in DESIGN.md.
+    // The router is a hidden matrix like any other (Muon orthogonalises it; docs/DESIGN.md section 7 says why).
     router_ = layout.add({name("router.weight"), {c_.num_experts, d}, ParamKind::hidden_matrix});
     for (int64_t e = 0; e < c_.num_experts; ++e) {
         SwiGluParams p;

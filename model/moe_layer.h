@@ -1,4 +1,4 @@
-// MoeFeedForward: the Mixture-of-Experts feed-forward that replaces a block's SwiGLU MLP (DESIGN.md section 7).
+// MoeFeedForward: the Mixture-of-Experts feed-forward that replaces a block's SwiGLU MLP (docs/DESIGN.md section 7).
 // It reads h = rmsnorm(x1) * g_mlp, one row per token, and returns what the block adds to its residual stream:
 //
 //   logits = h W_r^T ; p = softmax(logits) ; the k experts with the largest p + b (b: the expert bias) ; gates

@@ -15,7 +15,7 @@ namespace nb {
 // What a parameter is, for optimizers that treat kinds differently (weight decay, Muon's hidden matrices).
 //
 // expert_bias is a BUFFER, not a trainable parameter: an MoE layer's f32 [E] expert bias (aux-loss-free balancing,
-// DESIGN.md section 7, model/moe_layer.h), initialised to zero. It lives in the weights TensorSet so that it is
+// docs/DESIGN.md section 7, model/moe_layer.h), initialised to zero. It lives in the weights TensorSet so that it is
 // versioned, checkpointed, hashed and resharded with the weights for free; its slot in the gradients TensorSet
 // holds what its update reads instead of a gradient: the expert loads (pairs per expert, f32 counts) summed over
 // the step's microbatches. Optimizers, delay fixes, gradient averaging and clipping never see a buffer

@@ -1,4 +1,4 @@
-// DelayFix: the mitigations of a stale gradient (--delay-fix, DESIGN section 2 "Mitigations"), applied by each
+// DelayFix: the mitigations of a stale gradient (--delay-fix, docs/DESIGN.md section 2 "Mitigations"), applied by each
 // stage to its own update, locally. t counts the stage's optimizer steps; u_t is what the optimizer alone would
 // subtract (W_t - u_t is its plain result, weight decay included).
 //

@@ -7,7 +7,7 @@
 // over the trainable parameters only (trainable_params(layout); for a model without buffers exactly its layout,
 // so the state's names, order and hashes are those of the layout) and run on views of the master and gradients.
 // After the optimizer's update, each expert bias takes its own rule from the loads in its gradient slot:
-// b_i += rate sign(mean_load - load_i) (Ops::moe_expert_bias_update; DESIGN.md section 7).
+// b_i += rate sign(mean_load - load_i) (Ops::moe_expert_bias_update; docs/DESIGN.md section 7).
 #pragma once
 
 #include <memory>

@@ -1,5 +1,5 @@
 // NcclTransport: the CUDA backend's transport between pipeline stages, one stage per MPI rank and one GPU per
-// rank (DESIGN section 1, "Transport: ... NCCL send/recv with the unique id broadcast by MPI"). The GPU is
+// rank (docs/DESIGN.md section 1, "Transport": NCCL send/recv, the NCCL unique id broadcast by MPI). The GPU is
 // chosen from the local rank by CudaOps (cuda/context.cu); more ranks on a node than GPUs is its error.
 //
 // WHAT GOES WHERE

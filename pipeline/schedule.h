@@ -1,7 +1,7 @@
 // Pipeline schedules as pure data: for every stage, the ordered list of actions it runs.
 //
 // No model, no transport: the executor runs a stage's list action by action, the simulator (simulate.h) times
-// it, `nobubble schedule` prints it and the tests check it. Exact semantics: ../shared/DESIGN.md section 2.
+// it, `nobubble schedule` prints it and the tests check it. Exact semantics: docs/DESIGN.md section 2.
 //
 // Notation: p stages, stage s in [0, p) (stage 0 holds the embedding, stage p-1 the loss); m microbatches per
 // iteration; T iterations. Microbatches are numbered globally: microbatch i of iteration t is t*m + i, and that
@@ -35,8 +35,8 @@
 //              last microbatch of step t.
 //   pipedream  the same 1F1B stream, with an optimizer step after every backward.
 // Every stage runs forwards in microbatch order and backwards in microbatch order, so the gradient of a step
-// is accumulated in microbatch order (DESIGN: fixed order, bitwise reproducible). The executor must still sum
-// in microbatch index order regardless of when the backwards happen to complete.
+// is accumulated in microbatch order (docs/DESIGN.md sections 2 and 6: a fixed order, so the bits repeat). The
+// executor must still sum in microbatch index order regardless of when the backwards happen to complete.
 //
 // Communication: before each forward, stage s > 0 receives the activation from s-1; after it, stage s < p-1
 // sends its activation to s+1. Before each backward, stage s < p-1 receives the gradient from s+1; after it,

@@ -1,8 +1,8 @@
-// A stage's carried state to and from a checkpoint's stage file (DESIGN section 8): StageState::state_tensors(),
-// by canonical name, as a named-tensor file (src/core/tensor_file.h), with the optimizer's step count beside it
-// (the manifest holds it). Because the names are per parameter ("weights.<param>", "exp_avg.<param>",
-// "ef_update.<param>", ...), a stage can be restored from the files of any stage cut, merged: that is what lets
-// a gpipe/1f1b/2bw checkpoint load into another number of stages.
+// A stage's carried state to and from a checkpoint's stage file (docs/DESIGN.md section 8):
+// StageState::state_tensors(), by canonical name, as a named-tensor file (src/core/tensor_file.h), with the
+// optimizer's step count beside it (the manifest holds it). Because the names are per parameter ("weights.<param>",
+// "exp_avg.<param>", "ef_update.<param>", ...), a stage can be restored from the files of any stage cut, merged: that
+// is what lets a gpipe/1f1b/2bw checkpoint load into another number of stages.
 //
 // Beside them go the older weight versions the stage still needs (2bw's previous version, PipeDream's stash),
 // which the runner (pipeline/weight_versions.h) and the oracle (pipeline/weight_history.h) keep, each by its own

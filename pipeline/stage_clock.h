@@ -1,4 +1,4 @@
-// StageClock: the records of one stage's time (DESIGN section 5, "Outputs": the progress line's busy and bubble
+// StageClock: the records of one stage's time (docs/DESIGN.md section 5, "Outputs": the progress line's busy and bubble
 // figures, and `--trace FILE.json`), and the clock they are taken on.
 //
 // The stage's meter (pipeline/stage_meter.h) times every task its runner runs (pipeline/stage_runner.h) and the

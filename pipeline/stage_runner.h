@@ -1,5 +1,5 @@
 // StageRunner: one pipeline stage, running its tasks (pipeline/stage_tasks.h: the schedule's actions plus
-// evaluation, reports and the finish) as an event loop (DESIGN section 1, "The executor is event-driven").
+// evaluation, reports and the finish) as an event loop (docs/DESIGN.md section 1, "The executor is event-driven").
 //
 // It owns the stage's slice of the model (model/stage_model.h), its f32 master weights, the weight versions the
 // schedule says it holds (pipeline/weight_versions.h), its gradient sum and optimizer state, the stashes of the
@@ -20,7 +20,7 @@
 //                     taylor reads the stale version first, which is then let go) at the learning rate of the
 //                     step (the schedule counts optimizer steps), making the next version.
 //
-// Checkpoints (DESIGN section 8): resumed, the runner starts at setup.first_iteration with its state restored
+// Checkpoints (docs/DESIGN.md section 8): resumed, the runner starts at setup.first_iteration with its state restored
 // (restore(), before the run); with --save its save task writes the stage's file after the update that ends a
 // save iteration (its state, the older weight versions it holds) and tells stage 0, which completes the
 // manifest. No stage waits for a flush: work in flight at a checkpoint is redone on resume from the same

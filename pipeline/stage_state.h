@@ -1,4 +1,4 @@
-// StageState: one pipeline stage as data (DESIGN section 1, "A stage is data"): its slice of the model, its f32
+// StageState: one pipeline stage as data (docs/DESIGN.md section 1, "A stage is data"): its slice of the model, its f32
 // master weights (the newest version), the sum of its gradients over the current step, and its optimizer and
 // delay-mitigation state. Every training loop builds its stages with this one constructor: the plain loop (one
 // stage holding the whole model), each StageRunner of the executor, and each stage of the oracle.

@@ -1,5 +1,5 @@
-// The fingerprints that say a pipeline run ended where its oracle ended (DESIGN section 2, "The oracle": weights
-// AND optimizer state bitwise equal), shared by `nobubble reference` (src/run/reference.h) and the pipeline's
+// The fingerprints that say a pipeline run ended where its oracle ended (docs/DESIGN.md section 2, "The oracle":
+// weights AND optimizer state bitwise equal), shared by `nobubble reference` (src/run/reference.h) and the pipeline's
 // stage 0 (src/run/progress_collector.h) so that both hash the same bytes in the same order:
 //   final weights sha256           every stage's master weights: stage 0's in layout order, then stage 1's, ...
 //                                  (for an untied model, the whole model's layout order: model/weights_hash.h)

@@ -1,5 +1,5 @@
 // StopVote: how the stages of a pipeline agree, while they run, on the iteration after which they all stop
-// (a SIGTERM or SIGUSR1 reached one of them: DESIGN section 9), without a flush and without a stage ever
+// (a SIGTERM or SIGUSR1 reached one of them: docs/DESIGN.md section 9), without a flush and without a stage ever
 // starting work that another will not match.
 //
 // Every stage votes at the end of each iteration j: a non-blocking all-gather {Channel::stop_vote, j} of one

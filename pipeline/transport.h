@@ -1,4 +1,4 @@
-// Transport: how the stages of one pipeline talk to each other (DESIGN section 1, "Transport").
+// Transport: how the stages of one pipeline talk to each other (docs/DESIGN.md section 1, "Transport").
 //
 // One Transport object is one stage's endpoint (an MPI rank; in one process, one of P endpoints of an
 // InProcessNetwork). Everything the runtime sends is named by a MessageTag = (channel, index), so that no two

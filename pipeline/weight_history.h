@@ -1,6 +1,6 @@
 // WeightHistory: for every pipeline stage, the weight versions it still needs, kept explicitly.
 //
-// Version v of a stage is W_v, its weights after v optimizer steps (DESIGN section 2). Each version is an
+// Version v of a stage is W_v, its weights after v optimizer steps (docs/DESIGN.md section 2). Each version is an
 // immutable snapshot, added once, read by the microbatches that use it, and dropped when no later microbatch
 // will: this is PipeDream's weight stashing and PipeDream-2BW's double buffer, written as a plain map from
 // version number to weights. The oracle (reference.h) keeps one, and its peak size per stage is the number of

@@ -1,4 +1,4 @@
-// WeightVersions: the weight versions one pipeline stage holds while it runs its plan (DESIGN section 2).
+// WeightVersions: the weight versions one pipeline stage holds while it runs its plan (docs/DESIGN.md section 2).
 //
 // Version v is W_v, the stage's weights after v optimizer steps. The newest version is the stage's compute
 // weights themselves, which the optimizer updates in place; an older version exists only as a snapshot, taken

@@ -150,7 +150,7 @@ point_failed() {
   say "FAILED $1 $2: $reason"
   failed=$((failed + 1))
 }
-# the flags that give pipedream the same sequences per optimizer step as the others (DESIGN section 2)
+# the flags that give pipedream the same sequences per optimizer step as the others (docs/DESIGN.md section 2)
 batch_flags() {
   if [ "$1" = pipedream ]; then echo "--micro-batch-size $((MICRO_BATCH_SIZE * $2)) --num-microbatches 1"
   else echo "--micro-batch-size $MICRO_BATCH_SIZE --num-microbatches $2"; fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The fixed set of runs a refactor must not change: one line per run, "NAME WEIGHTS_SHA256 OPTIMIZER_SHA256
 # VAL_LOSS". Record it with the binary before the change, again after, and diff the two files; hashes compare
-# only between runs on the same machine (OpenBLAS picks its kernels by CPU, see shared NOTES).
+# only between runs on the same machine (OpenBLAS picks its kernels by CPU: docs/DESIGN.md section 6).
 # Usage: run/dev/behaviour_hashes.sh NOBUBBLE OUT.txt   (about two minutes on 2 cores)
 set -euo pipefail
 nb=${1:?usage: behaviour_hashes.sh NOBUBBLE OUT.txt}

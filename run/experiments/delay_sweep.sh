@@ -9,7 +9,7 @@
 #   pd4      --schedule pipedream on 4 stages (stage s lags 3 - s steps)
 # with two seeds each (three for --preset large), all at equal tokens: every run sees the same number of
 # sequences per optimizer step (pipedream takes one micro-batch as large as the others' global batch, as
-# DESIGN section 2 says a fair comparison must).
+# docs/DESIGN.md section 2 says a fair comparison must).
 #
 # First each optimizer's peak learning rate is tuned on `sync` alone (seed 1, a few values), then kept for
 # the asynchronous runs, as the paper does. The runs use `nobubble reference`, the single-process oracle: it

@@ -1,11 +1,12 @@
-// `nobubble bench schedules`: the throughput comparison of the schedules on one config (DESIGN section 5,
+// `nobubble bench schedules`: the throughput comparison of the schedules on one config (docs/DESIGN.md section 5,
 // `nobubble bench`). The same model, data, seed and tokens per step run under gpipe, 1f1b, 2bw and pipedream for
 // a fixed number of iterations, each on the pipeline executor: under mpirun one stage per rank (P = the number of
 // ranks), the real parallel measurement; without mpirun all P stages in this one process, one after another,
 // which checks the plumbing but measures no parallelism (said so in the output).
 //
-// Fair comparison (DESIGN section 2): gpipe, 1f1b and 2bw take m microbatches of B sequences per step; pipedream
-// steps on every microbatch, so it gets one microbatch of m*B sequences per step: the same tokens per step.
+// Fair comparison (docs/DESIGN.md section 2): gpipe, 1f1b and 2bw take m microbatches of B sequences per step;
+// pipedream steps on every microbatch, so it gets one microbatch of m*B sequences per step: the same tokens per
+// step.
 //
 // Per schedule: tokens/s over the timed iterations (the first --warmup-iters are run but not timed), the bubble
 // measured by the stages themselves over those iterations (1 - sum of busy time / sum of wall time, busy = the

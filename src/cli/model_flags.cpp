@@ -20,7 +20,7 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
     app.add_option("--norm-epsilon", f.norm_eps, "Override the RMSNorm epsilon");
     app.add_flag("--untie-embeddings-and-output-weights", f.untie, "Give the LM head its own matrix");
     app.add_flag("--tie-embeddings", f.tie, "Share the embedding matrix with the LM head");
-    // Mixture of Experts (DESIGN.md section 7).
+    // Mixture of Experts (docs/DESIGN.md section 7).
     app.add_option("--moe-layers", f.moe_layers,
                    "Blocks whose MLP is an MoE feed-forward: all, all-but-first:K, none, or a comma list of indices");
     app.add_option("--num-experts", f.num_experts, "Routed experts per MoE block");

@@ -1,4 +1,4 @@
-// Writing a file so that it is either all there or not there at all (checkpoints, DESIGN section 8): the bytes
+// Writing a file so that it is either all there or not there at all (checkpoints, docs/DESIGN.md section 8): the bytes
 // go to a temporary name beside the target, are flushed and fsynced, the temporary is renamed onto the target
 // (rename is atomic within one file system), and the directory is fsynced so that the rename itself survives a
 // crash. A reader therefore never sees a half-written file under the target's name; a crash leaves at most a

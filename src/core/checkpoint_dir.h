@@ -1,5 +1,5 @@
-// A checkpoint on disk (DESIGN section 8): the directory DIR/step_<t>/ holds the files of step t (one per stage,
-// each written by its own rank) and, written last, manifest.json: the format version, the step, each file's
+// A checkpoint on disk (docs/DESIGN.md section 8): the directory DIR/step_<t>/ holds the files of step t (one per
+// stage, each written by its own rank) and, written last, manifest.json: the format version, the step, each file's
 // byte size and sha256, and the run's own fields (model, schedule, cut, optimizer, data position, ...). Every
 // file goes through write_file_atomically, so a checkpoint exists exactly when its manifest does: a crash
 // mid-save leaves an older complete one, never a damaged one.

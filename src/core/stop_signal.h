@@ -1,7 +1,7 @@
 // A stop asked of the process by a signal: SIGTERM (what Slurm and `scancel` send; also `kill`) and SIGUSR1
 // (Slurm's warning before the time limit with `--signal=USR1@SECONDS`; `mpirun` forwards it to every rank). The
 // handler only records the signal, which is all a handler may safely do; the training loop reads it at the end
-// of each iteration, saves a checkpoint and stops (DESIGN section 9, src/run/checkpoint.h). A second signal
+// of each iteration, saves a checkpoint and stops (docs/DESIGN.md section 9, src/run/checkpoint.h). A second signal
 // changes nothing: the first one's save goes on, and its files are written atomically anyway.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The named-tensor file of a checkpoint (DESIGN section 8: `stage_<s>.bin`): tensors in the order given, each
+// The named-tensor file of a checkpoint (docs/DESIGN.md section 8: `stage_<s>.bin`): tensors in the order given, each
 // with its canonical name, dtype, shape and little-endian bytes, so a reader can match state by name (and so
 // load it into another stage cut) and check every piece before it uses any.
 //

@@ -130,7 +130,7 @@ public:
     virtual void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& lse,
                                         const Tensor& targets, float dloss) = 0;
 
-    // ---- Mixture of Experts (../shared/DESIGN.md section 7): E experts, top-k routing, dropless dispatch ----
+    // ---- Mixture of Experts (docs/DESIGN.md section 7): E experts, top-k routing, dropless dispatch ----
     // N tokens, k slots per token, R = N k (token, slot) pairs. probs [N,E], topk_gate/dgate [N,k], dprobs [N,E]
     // and the aux loss [1] are f32; topk_expert [N,k], pair_of_row/row_of_pair [R] and expert_offsets [E+1] are
     // i32; expert_bias [E] is f32 state (not a parameter). A pair p = n k + j is token n's slot j; a "row" r is

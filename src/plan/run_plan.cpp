@@ -37,7 +37,7 @@ void check_each_flag(const TrainOptions& o, int64_t optimizer_steps) {
     o.delay_fix.validate();
 }
 
-// DESIGN section 2: synchronous schedules clip by the global norm, asynchronous ones each stage by its own; the
+// docs/DESIGN.md section 2: synchronous schedules clip by the global norm, asynchronous ones each stage by its own; the
 // first and last stage cannot share a tied embedding yet.
 void check_clip_scope_and_ties(const TrainOptions& o) {
     const ClipScope wanted = clip_scope_of(o.schedule);

@@ -31,7 +31,7 @@ struct RunPlan {
 // the test-only fault flags.
 RunPlan make_run_plan(const TrainOptions& options);
 
-// Checkpoints and stops, counted in iterations (the t of DIR/step_<t>; DESIGN section 8), the one rule every
+// Checkpoints and stops, counted in iterations (the t of DIR/step_<t>; docs/DESIGN.md section 8), the one rule every
 // loop follows:
 //   end_iteration    a run that starts after `first` iterations ends at T, or earlier at the next multiple of
 //                    --exit-interval

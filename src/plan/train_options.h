@@ -23,7 +23,7 @@ enum class ClipScope {
 // "global", "stage"; anything else: nb::UsageError naming --clip-scope and the names.
 ClipScope parse_clip_scope(std::string_view name);
 std::string_view clip_scope_name(ClipScope scope);
-// DESIGN section 2: the scope a schedule clips with (the default of --clip-scope, and the only one it accepts).
+// docs/DESIGN.md section 2: the scope a schedule clips with (the default of --clip-scope, and the only one it accepts).
 ClipScope clip_scope_of(ScheduleKind schedule);
 
 // Test-only (--kill-during, the fault matrix): where a rank kills itself with SIGKILL, as a node that dies does.
@@ -55,8 +55,8 @@ struct TrainOptions {
     std::string metrics_path;       // --metrics FILE.jsonl
     std::string trace_path;         // --trace FILE.json: Chrome/Perfetto trace of the pipeline, one track per stage
 
-    // Checkpoints (DESIGN section 8, src/run/checkpoint.h). Steps here are iterations (t in step_<t>): optimizer
-    // steps, except under pipedream, whose iteration makes m of them.
+    // Checkpoints (docs/DESIGN.md section 8, src/run/checkpoint.h). Steps here are iterations (t in step_<t>):
+    // optimizer steps, except under pipedream, whose iteration makes m of them.
     std::string save_dir;           // --save DIR: checkpoints go to DIR/step_<t>/
     int64_t save_interval = 0;      // --save-interval N: after every N-th iteration (and the last)
     int save_keep = 0;              // --save-keep K: keep the K newest complete checkpoints (0: all)
@@ -70,7 +70,7 @@ struct TrainOptions {
     ClipScope clip_scope = ClipScope::global;  // --clip-scope (default: clip_scope_of(schedule))
     bool stop_on_nan = true;         // --stop-on-nan: a non-finite loss ends the run with a runtime error
 
-    // Delay mitigations (DESIGN section 2, "Mitigations"): --delay-fix none | ef | taylor (2bw only), and the
+    // Delay mitigations (docs/DESIGN.md section 2, "Mitigations"): --delay-fix none | ef | taylor (2bw only), and the
     // optimizer steps run synchronously at the start and at the end of an asynchronous schedule.
     DelayFixConfig delay_fix;        // --delay-fix, --taylor-lambda
     int64_t sync_start = 0;          // --sync-start K

@@ -1,4 +1,4 @@
-// Saving and resuming a run (DESIGN section 8), on the files of src/core/checkpoint_dir.h, for every loop: the
+// Saving and resuming a run (docs/DESIGN.md section 8), on the files of src/core/checkpoint_dir.h, for every loop: the
 // single-process loop (src/run/trainer.cpp), the pipeline executor (each stage writes its own file,
 // pipeline/stage_runner.h; stage 0's collector completes the manifest, src/run/progress_collector.h) and the
 // oracle (src/run/reference.cpp). All three write the same files for the same state, so a checkpoint of one

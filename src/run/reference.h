@@ -1,13 +1,13 @@
-// `nobubble reference`: the independent single-process oracle for the pipeline schedules (DESIGN section 2,
+// `nobubble reference`: the independent single-process oracle for the pipeline schedules (docs/DESIGN.md section 2,
 // "The oracle"). The pipeline executor, run on p processes, must end with the same bits as this.
 //
-// It implements the DESIGN table directly, and nothing else: the whole model in one process as p StageModels
-// (the cut of model/partition.h), each with its own f32 master weights, gradients and optimizer state, and an
-// explicit WeightHistory of the versions each stage still needs. No schedule action lists, no executor, no
+// It implements the table of docs/DESIGN.md section 2 directly, and nothing else: the whole model in one process as p
+// StageModels (the cut of model/partition.h), each with its own f32 master weights, gradients and optimizer state,
+// and an explicit WeightHistory of the versions each stage still needs. No schedule action lists, no executor, no
 // transport: for every optimizer step the version each stage computes with comes from the formula alone
-// (weight_version below), each microbatch runs forward through stage 0..p-1 and backward through p-1..0, and
-// then every stage steps. Running microbatches one after the other is exact: under every schedule a microbatch
-// depends on the others only through the weight versions it reads.
+// (weight_version below), each microbatch runs forward through stage 0..p-1 and backward through p-1..0, and then
+// every stage steps. Running microbatches one after the other is exact: under every schedule a microbatch depends on
+// the others only through the weight versions it reads.
 //
 // One optimizer step t (t counts steps from 0; W_v is a stage's weights after v steps):
 //   1. zero every stage's gradients;
@@ -61,7 +61,7 @@ struct SyncSteps {
 bool is_synchronous_step(Schedule schedule, int64_t step, const SyncSteps& sync);
 
 // THE VERSION RULE: the weight version W_v that stage `stage` of `num_stages` (p) computes optimizer step
-// `step`'s gradient with, for the forward and the backward alike (DESIGN section 2):
+// `step`'s gradient with, for the forward and the backward alike (docs/DESIGN.md section 2):
 //   a synchronous step   v = t                          g_t = grad F_t(W_t)
 //   2bw                  v = max(t - 1, 0)              on every stage: g_t = grad F_t(W_{max(t-1,0)})
 //   pipedream            v = max(K, i - (p - 1 - s))    i = the microbatch = the step; stage s lags p-1-s steps;

@@ -31,7 +31,7 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // This is the single-process loop: one stage and a synchronous schedule (gpipe and 1f1b compute the same
-// thing there, see DESIGN section 2). `train` hands more stages and the asynchronous schedules to the pipeline
+// thing there, see docs/DESIGN.md section 2). `train` hands more stages and the asynchronous schedules to the pipeline
 // executor (src/run/pipeline_driver.h).
 void require_single_process(const RunPlan& plan) {
     const TrainOptions& o = plan.options;

@@ -1,4 +1,4 @@
-// Watchdog (--watchdog-s, DESIGN section 9): under mpirun each rank runs one stage, and a rank whose peer has
+// Watchdog (--watchdog-s, docs/DESIGN.md section 9): under mpirun each rank runs one stage, and a rank whose peer has
 // died without MPI noticing, or is wedged (a stuck GPU, a stopped process), would wait in its receive until the
 // job's time limit, holding the whole allocation. The MPI driver (mpi_driver.cpp) tells the watchdog whenever
 // its stage made progress (a task ran; on rank 0 also the progress collector took something) and whenever it

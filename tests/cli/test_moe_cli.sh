@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# MoE blocks (issue 12, DESIGN section 7) from the command line, on the CPU:
+# MoE blocks (issue 12, docs/DESIGN.md section 7) from the command line, on the CPU:
 # - bad MoE input: one line `nobubble: error: ...`, exit 2 (also the expert bias flags); --device cuda is
 #   accepted (it runs on a GPU, and fails as any CUDA run where there is none);
 # - `train --model tiny-moe` learns (the loss falls over 20 steps) and is deterministic (same final weights);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The pipeline against its oracle for every optimizer and every delay mitigation (DESIGN section 2, "The oracle";
-# test_pipeline_equality.sh does the same for the schedules with AdamW). On the 5-layer model, 6 iterations:
+# The pipeline against its oracle for every optimizer and every delay mitigation (docs/DESIGN.md section 2, "The
+# oracle"; test_pipeline_equality.sh does the same for the schedules with AdamW). On the 5-layer model, 6 iterations:
 #   1. every optimizer (adamw muon lion adan mars soap) under every schedule, P = 3, m = 3;
 #   2. --delay-fix ef and taylor (2bw only) for P in {2, 3, 4} and m in {P, 2P}, the optimizer rotating so each
 #      one meets both fixes;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Failures in a pipeline run end the whole job quickly with one error line (DESIGN section 5, "Errors"):
+# Failures in a pipeline run end the whole job quickly with one error line (docs/DESIGN.md section 5, "Errors"):
 # - a rank that fails mid-run (the test-only --fail-at-step N --fail-rank R) prints
 #   `nobubble: error: rank R (stage R): ...` and aborts every rank (MPI_Abort): no rank hangs;
 # - a bad data file, found by every rank before the run, is reported once, and the job exits 1;

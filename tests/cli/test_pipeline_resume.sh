@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Exact resume of the pipeline executor and the oracle (src/run/checkpoint.h, DESIGN section 8), on the CPU:
+# Exact resume of the pipeline executor and the oracle (src/run/checkpoint.h, docs/DESIGN.md section 8), on the CPU:
 # - every schedule x every optimizer, and 2bw with ef, taylor and --sync-start/--sync-cooldown: a run stopped
 #   by --exit-interval after step 2 (mid-warm-up) and resumed ends on the oracle's uninterrupted weights AND
 #   optimizer state; stopped after step 5 (mid-decay, not a multiple of --save-interval 3) with its own

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What a pipeline run tells about itself (DESIGN section 5, "Outputs"):
+# What a pipeline run tells about itself (docs/DESIGN.md section 5, "Outputs"):
 # - `--trace FILE.json` (Chrome/Perfetto): `mpirun -np 2 ... --schedule 1f1b` and an in-process `--schedule 2bw`
 #   on 2 stages, each checked by check_trace.py (valid JSON, one track per stage, every microbatch's F and B on
 #   every stage, waits/sends/receives, no overlap within a stage, one clock across the stages); the run's weights

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `nobubble reference`, the single-process oracle of the pipeline schedules (DESIGN section 2):
+# `nobubble reference`, the single-process oracle of the pipeline schedules (docs/DESIGN.md section 2):
 # - gpipe and 1f1b cut into p = 1..4 stages (5 layers: p = 2, 3, 4 cut unevenly), m in {p, 2p}, end with the
 #   bits of `nobubble train` given the same flags;
 # - 2bw differs from 1f1b (its gradients are one step stale, even on one stage);

@@ -1,4 +1,4 @@
-// dump_moe_bias --workdir DIR: the expert bias of aux-loss-free balancing (DESIGN.md section 7) over several
+// dump_moe_bias --workdir DIR: the expert bias of aux-loss-free balancing (docs/DESIGN.md section 7) over several
 // optimizer steps, through the real code: an MoeFeedForward whose layout holds layers.0.moe.expert_bias (zero at
 // the start), each step a few microbatches of forward + backward (backward adds the microbatch's loads into the
 // bias's gradient slot), then StageOptimizer::step (AdamW on every other parameter, then the bias update).

@@ -1,4 +1,4 @@
-"""Oracle for the expert bias (aux-loss-free balancing, DeepSeek-V3; ../shared/DESIGN.md section 7) over several
+"""Oracle for the expert bias (aux-loss-free balancing, DeepSeek-V3; docs/DESIGN.md section 7) over several
 optimizer steps: an independent implementation in torch against our layer and StageOptimizer.
 
     /usr/bin/python3 tests/oracle/test_moe_bias.py --dump <dump_moe_bias> --nobubble <ignored> --workdir <dir>

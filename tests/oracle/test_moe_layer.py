@@ -4,7 +4,7 @@
 
 dump_moe_layer writes, per case, the layer's input h, a cotangent R, the expert bias, the weights, and what our
 layer computed: its output, the aux loss, d h and every parameter gradient of L = sum(out * R) + L_aux. Here the
-layer is written from ../shared/DESIGN.md section 7 (and Switch/GShard, DeepSeek-V3 for the bias), in float64:
+layer is written from docs/DESIGN.md section 7 (and Switch/GShard, DeepSeek-V3 for the bias), in float64:
 
     p = softmax(h Wr^T)
     chosen = the k largest p + b per token, best first, equal scores to the lower expert index (a stable sort)

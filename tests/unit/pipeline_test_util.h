@@ -39,7 +39,7 @@ struct RunShape {
 };
 
 // A `tiny`-based untied model of the given shape (4 heads, 2 kv heads), 2 sequences per microbatch, lr 1e-3,
-// the DESIGN's clip scope for the schedule.
+// the clip scope docs/DESIGN.md section 2 gives the schedule.
 inline TrainOptions pipeline_run(const std::string& data, const std::string& schedule, int stages, int64_t m,
                                  int64_t iterations, const RunShape& shape) {
     TrainOptions o;

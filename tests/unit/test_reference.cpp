@@ -1,5 +1,6 @@
-// The pipeline oracle (src/run/reference.h): its version rule against the DESIGN table written out again, its
-// WeightHistory, and whole runs on a small corpus (the versions it really held, agreement with `train`).
+// The pipeline oracle (src/run/reference.h): its version rule against the table of docs/DESIGN.md section 2 written
+// out again, its WeightHistory, and whole runs on a small corpus (the versions it really held, agreement with
+// `train`).
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -33,7 +34,7 @@ using nb::test::write_corpus;
 
 namespace {
 
-// ---- the version rule, DESIGN section 2 written out again ----
+// ---- the version rule, docs/DESIGN.md section 2 written out again ----
 
 int64_t design_version(Schedule schedule, int s, int p, int64_t t) {
     switch (schedule) {
@@ -137,7 +138,7 @@ TEST_CASE("reference: its version rule and the schedule builder's (pipeline/sche
                 }
 }
 
-TEST_CASE("reference: the version rule is the DESIGN formula for every schedule, p in {2,3,4}, and never decreases") {
+TEST_CASE("reference: the version rule of docs/DESIGN.md section 2, every schedule, p in {2,3,4}, never decreasing") {
     for (Schedule schedule : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::two_bw, Schedule::pipedream})
         for (int p : {2, 3, 4})
             for (int s = 0; s < p; ++s)

@@ -1,5 +1,5 @@
 // Schedules as data: for every schedule, stage count and microbatch count, the action lists obey the rules of
-// DESIGN section 2, checked here from the lists themselves and against the version table written out again.
+// docs/DESIGN.md section 2, checked here from the lists themselves and against the version table written out again.
 #include <doctest/doctest.h>
 
 #include "tests/unit/test_util.h"
@@ -41,7 +41,7 @@ ScheduleSpec make_spec(ScheduleKind kind, int p, int64_t m, int64_t steps, int64
     return spec;
 }
 
-// The DESIGN grid: P in {1,2,3,4,8}, m in {1, P, 2P, 3P+1} (2bw needs m >= P), steps in {1, 3}.
+// The grid: P in {1,2,3,4,8}, m in {1, P, 2P, 3P+1} (2bw needs m >= P), steps in {1, 3}.
 void for_each_design_case(const std::function<void(const ScheduleSpec&)>& check) {
     for (ScheduleKind kind : kAllKinds)
         for (int p : {1, 2, 3, 4, 8})
@@ -73,7 +73,7 @@ std::string name_of(const ScheduleSpec& s) {
            " sync_start=" + std::to_string(s.sync_start) + " sync_cooldown=" + std::to_string(s.sync_cooldown);
 }
 
-// ---- the DESIGN table, written out again independently of pipeline/schedule.cpp ----
+// ---- the table of docs/DESIGN.md section 2, written out again independently of pipeline/schedule.cpp ----
 
 int64_t optimizer_steps_of(const ScheduleSpec& s) {
     return s.kind == ScheduleKind::pipedream ? s.steps * s.microbatches : s.steps;
@@ -261,7 +261,7 @@ void check_everything(const ScheduleSpec& spec) {
 
 }  // namespace
 
-TEST_CASE("every schedule on the DESIGN grid: compute, versions, steps, transfers, flushes, no deadlock") {
+TEST_CASE("every schedule on the grid: compute, versions, steps, transfers, flushes, no deadlock") {
     int cases = 0;
     for_each_design_case([&](const ScheduleSpec& spec) {
         check_everything(spec);
