@@ -1,4 +1,4 @@
-// The Switch/GShard load-balancing loss of one MoE layer over one microbatch (DESIGN.md section 7):
+// The Switch/GShard load-balancing loss of one MoE layer over one microbatch (docs/DESIGN.md section 7):
 //
 //   L_aux = coeff E sum_i f_i P_i,   f_i = (pairs routed to i) / R  (R = N k),   P_i = (1/N) sum_n p[n,i]
 //

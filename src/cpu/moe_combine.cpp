@@ -1,5 +1,5 @@
 // MoE unpermute and combine: each token's output is the gate-weighted sum of its k experts' outputs, in slot
-// order (DESIGN.md section 7), read back from the permuted rows through row_of_pair.
+// order (docs/DESIGN.md section 7), read back from the permuted rows through row_of_pair.
 //
 //   y[n, :] = sum_{j = 0..k-1} gate[n, j] expert_out[row_of_pair[n k + j], :]    (y overwritten; slot order)
 // Backward:

@@ -1,5 +1,5 @@
 // MoE dropless dispatch: the plan (which permuted row holds which (token, slot) pair) and the permutation of the
-// token rows into expert order (DESIGN.md section 7).
+// token rows into expert order (docs/DESIGN.md section 7).
 //
 // A pair p = n k + j is token n's slot j, routed to expert topk_expert[n, j]. The plan is a stable counting sort
 // of the pairs by expert:

@@ -1,4 +1,4 @@
-// The expert bias of aux-loss-free balancing (DeepSeek-V3; DESIGN.md section 7): the loads a step gathers and the
+// The expert bias of aux-loss-free balancing (DeepSeek-V3; docs/DESIGN.md section 7): the loads a step gathers and the
 // bias's update from them.
 //
 //   load_e += offsets[e+1] - offsets[e]        once per microbatch (the pairs expert e received), in f32: exact

@@ -1,4 +1,4 @@
-// MoE router: softmax over the experts, top-k selection (optionally biased), and the gates (DESIGN.md section 7).
+// MoE router: softmax over the experts, top-k selection (optionally biased), and the gates (docs/DESIGN.md section 7).
 //
 // Per token n (a row of logits [N,E]):
 //   p = softmax(logits)                      max-subtracted, exp in f32, the sum in double in expert order

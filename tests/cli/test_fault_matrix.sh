@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fault matrix (issue 11, item 6; DESIGN section 9): under `mpirun -np 3` (ranks oversubscribed), one rank
+# The fault matrix (issue 11, item 6; docs/DESIGN.md section 9): under `mpirun -np 3` (ranks oversubscribed), one rank
 # dies by SIGKILL (the test-only --kill-at-step 5 --kill-rank R --kill-during POINT) while the job saves every
 # 2 iterations. For the first, the middle and the last stage, and for each point (as a forward begins, at a
 # receive, inside the optimizer step, halfway through writing its checkpoint file), the job must end within 15 s

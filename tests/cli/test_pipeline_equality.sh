@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The pipeline executor against its oracle (DESIGN section 2, "The oracle"): for every schedule, p in {2, 3, 4}
+# The pipeline executor against its oracle (docs/DESIGN.md section 2, "The oracle"): for every schedule, p in {2, 3, 4}
 # and m in {p, 2p}, on a model of 5 layers (so every p cuts it unevenly), 6 iterations (>= 6 optimizer steps):
 #   - `mpirun -np p nobubble train` (one stage per rank, MPI transport) and
 #   - `nobubble train --stages p` (every stage in one process, in-process transport)
