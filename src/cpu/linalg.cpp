@@ -16,11 +16,6 @@ void CpuOps::matmul(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, b
     const OpTimer timer(*this, "matmul");
     const MatmulDims d = check_matmul(c, a, b, trans_a, trans_b, Device::cpu);
     if (d.m == 0 || d.n == 0) return;
-    if (d.k == 0) {  // an empty sum (BLAS rejects a leading dimension of 0)
-        float* cp = c.f32();
-        for (int64_t i = 0; i < d.m * d.n; ++i) cp[i] = beta == 0.0f ? 0.0f : beta * cp[i];
-        return;
-    }
     linalg::gemm(trans_a, trans_b, d.m, d.n, d.k, alpha, a.f32(), b.f32(), beta, c.f32());
 }
 

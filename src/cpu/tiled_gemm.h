@@ -23,8 +23,8 @@ struct GemmTiles {
 // threads busy), no tile side below kMinTileSide unless the matrix is that small, small problems one tile.
 GemmTiles gemm_tiles(int64_t m, int64_t n, int64_t k);
 
-// C = alpha op(A) op(B) + beta C over the tiles of gemm_tiles(m, n, k), in parallel. k == 0 scales C by beta
-// (0 * anything is not computed: beta == 0 writes zeros).
+// C = alpha op(A) op(B) + beta C over the tiles of gemm_tiles(m, n, k), in parallel. k == 0 (an empty sum, which
+// BLAS would refuse for its leading dimension of 0) scales C by beta; beta == 0 writes zeros, never 0 * C.
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 

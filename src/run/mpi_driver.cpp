@@ -27,7 +27,7 @@ namespace nb {
 namespace {
 
 // With one rank per stage, the ranks are the parallelism: CPU threads on top would oversubscribe the cores.
-void one_blas_thread_per_rank() {
+void one_cpu_thread_per_rank() {
     if (!std::getenv("OPENBLAS_NUM_THREADS")) cpu::set_thread_count(1);
 }
 
@@ -126,7 +126,8 @@ RankStage set_up(const PipelineSetup& setup, const ResumePoint* resume, Transpor
     // runs a step; its error ends every rank alike, none waiting for another.
     set_up_step(transport, [&] {
         if (transport.stage() == 0)
-            rs.save_lock = claim_save_dir(setup.options, estimate_checkpoint_bytes(setup, ops->activation_dtype()));
+            rs.save_lock = claim_save_dir(
+                setup.options, [&] { return estimate_checkpoint_bytes(setup, ops->activation_dtype()); });
     });
     set_up_step(transport, [&] {
         rs.runner = std::make_unique<StageRunner>(setup, transport.stage(), transport, *ops);
@@ -202,7 +203,7 @@ std::optional<PipelineSummary> run_stage(const PipelineSetup& setup, Transport& 
 }  // namespace
 
 std::optional<PipelineSummary> run_over_mpi(const PipelineSetup& setup, const ResumePoint* resume, std::FILE* log) {
-    one_blas_thread_per_rank();
+    one_cpu_thread_per_rank();
     // Declared in this order so that they end in the reverse one: the stage, then the transport (whose NCCL
     // streams and buffers live on the backend's GPU), then the backend.
     std::unique_ptr<Ops> ops;
