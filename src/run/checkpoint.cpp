@@ -142,9 +142,10 @@ bool overlaps(const StageSpec& a, const StageSpec& b) {
 
 }  // namespace
 
-std::optional<SaveDirLock> claim_save_dir(const TrainOptions& options, int64_t checkpoint_bytes) {
+std::optional<SaveDirLock> claim_save_dir(const TrainOptions& options,
+                                          const std::function<int64_t()>& checkpoint_bytes) {
     if (options.save_dir.empty()) return std::nullopt;
-    return SaveDirLock::claim(options.save_dir, checkpoint_bytes);
+    return SaveDirLock::claim(options.save_dir, checkpoint_bytes());
 }
 
 void complete_checkpoint(const TrainOptions& options, const std::string& step_dir, const std::vector<CheckpointEntry>& entries,

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -48,10 +49,12 @@ struct SavedRun {
 };
 
 // --save DIR before the first step (src/core/save_dir_lock.h): DIR created, locked for this run, and room there for
-// one checkpoint of `checkpoint_bytes` (pipeline/stage_memory.h estimate_checkpoint_bytes); nb::UsageError naming
-// DIR otherwise. Nothing without --save. One process of a run holds it, until the run ends: the plain loop, the
-// in-process pipeline and the oracle their own; under mpirun rank 0 for the job (src/run/mpi_driver.cpp).
-std::optional<SaveDirLock> claim_save_dir(const TrainOptions& options, int64_t checkpoint_bytes);
+// one checkpoint of `checkpoint_bytes()` bytes (pipeline/stage_memory.h estimate_checkpoint_bytes; estimated only
+// with --save); nb::UsageError naming DIR otherwise. Nothing without --save. One process of a run holds it, until
+// the run ends: the plain loop, the in-process pipeline and the oracle their own; under mpirun rank 0 for the job
+// (src/run/mpi_driver.cpp).
+std::optional<SaveDirLock> claim_save_dir(const TrainOptions& options,
+                                          const std::function<int64_t()>& checkpoint_bytes);
 
 // Completes the checkpoint in `step_dir` (the stage files are written): its manifest, then --save-keep's
 // pruning, then one line to `log` naming the directory.

@@ -62,7 +62,7 @@ PipelineSummary run_in_process(const PipelineSetup& setup, const ResumePoint* re
     require_stages_fit(setup, *ops);
     // --save DIR: this process's for the whole run, with room for a checkpoint, or one line before any step.
     const std::optional<SaveDirLock> save_lock =
-        claim_save_dir(setup.options, estimate_checkpoint_bytes(setup, ops->activation_dtype()));
+        claim_save_dir(setup.options, [&] { return estimate_checkpoint_bytes(setup, ops->activation_dtype()); });
     InProcessNetwork network(setup.num_stages());
     std::vector<std::unique_ptr<StageRunner>> runners;
     for (int s = 0; s < setup.num_stages(); ++s)

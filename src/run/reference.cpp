@@ -318,13 +318,13 @@ ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
     RunLog run_log(o, log);
     std::unique_ptr<Ops> backend = make_ops(o.device);
     // Before a stage allocates: a model that cannot fit is one line (pipeline/stage_memory.h; a floor here).
-    require_memory_fits(0, o.stages,
-                        estimate_cut_memory(o, partition_model(o.model, o.stages), backend->activation_dtype()),
+    const std::vector<StageSpec> cut = partition_model(o.model, o.stages);
+    require_memory_fits(0, o.stages, estimate_cut_memory(o, cut, backend->activation_dtype()),
                         backend->available_memory());
     // --save DIR: this process's for the whole run, with room for a checkpoint (a floor: one weight version per
     // stage), or one line before any step.
-    const std::optional<SaveDirLock> save_lock = claim_save_dir(
-        o, estimate_checkpoint_bytes(o, partition_model(o.model, o.stages), backend->activation_dtype()));
+    const std::optional<SaveDirLock> save_lock =
+        claim_save_dir(o, [&] { return estimate_checkpoint_bytes(o, cut, backend->activation_dtype()); });
     ReferenceRun run(o, *backend);
 
     int64_t params = 0;

@@ -55,8 +55,8 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
     require_memory_fits(0, 1, estimate_cut_memory(o, {whole_model_spec(o.model)}, ops.activation_dtype()),
                         ops.available_memory());
     // --save DIR: this process's for the whole run, with room for a checkpoint, or one line before any step.
-    const std::optional<SaveDirLock> save_lock =
-        claim_save_dir(o, estimate_checkpoint_bytes(o, {whole_model_spec(o.model)}, ops.activation_dtype()));
+    const std::optional<SaveDirLock> save_lock = claim_save_dir(
+        o, [&] { return estimate_checkpoint_bytes(o, {whole_model_spec(o.model)}, ops.activation_dtype()); });
     StageState stage(o, whole_model_spec(o.model), device);  // one stage: the whole model
     const StageModel& model = stage.model;
     TensorSet& weights = stage.master;
