@@ -4,10 +4,10 @@
 // A block with an MoE (model/transformer_block.cpp) calls LayerContext::moe, when one is set, just before and just
 // after its MoE's forward and backward; whoever runs the layers decides what that is for:
 //   MoeLoadCounter (below)   counts the training forwards of one iteration: `train`'s loop (src/run/trainer.cpp),
-//                            each pipeline stage (pipeline/stage_runner.h, one counter per iteration, since under
+//                            each pipeline stage (pipeline/stage/stage_runner.h, one counter per iteration, since under
 //                            2bw/pipedream the forwards of iteration t+1 may run before t ends), the oracle
 //                            (src/run/reference.cpp);
-//   a stage's observer       also times each dispatch for --trace (pipeline/stage_moe_observer.h).
+//   a stage's observer       also times each dispatch for --trace (pipeline/stage/stage_moe_observer.h).
 // Evaluation forwards run with none, so they count nowhere. Nothing here changes what the layers compute.
 #pragma once
 

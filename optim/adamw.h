@@ -36,7 +36,7 @@ public:
     // Allocates m and v (zeros) for every parameter of `layout`; validates `cfg`.
     // The state (m, v: f32) lives on `device`, beside the weights it updates.
     AdamW(const ParamLayout& layout, const AdamWConfig& cfg, Device device = Device::cpu);
-    // The bytes of state the constructor allocates for `layout`, before it does (pipeline/stage_memory.h).
+    // The bytes of state the constructor allocates for `layout`, before it does (pipeline/stage/stage_memory.h).
     static int64_t state_bytes(const ParamLayout& layout, const AdamWConfig& cfg);
 
     std::string name() const override { return "adamw"; }

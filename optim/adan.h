@@ -30,7 +30,7 @@ struct AdanConfig {
 class Adan final : public StatefulOptimizer {
 public:
     Adan(const ParamLayout& layout, const AdanConfig& cfg, Device device);
-    // The bytes of state the constructor allocates for `layout`, before it does (pipeline/stage_memory.h).
+    // The bytes of state the constructor allocates for `layout`, before it does (pipeline/stage/stage_memory.h).
     static int64_t state_bytes(const ParamLayout& layout, const AdanConfig& cfg);
     std::string name() const override { return "adan"; }
     void step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) override;

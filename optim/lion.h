@@ -21,7 +21,7 @@ struct LionConfig {
 class Lion final : public StatefulOptimizer {
 public:
     Lion(const ParamLayout& layout, const LionConfig& cfg, Device device);
-    // The bytes of state the constructor allocates for `layout`, before it does (pipeline/stage_memory.h).
+    // The bytes of state the constructor allocates for `layout`, before it does (pipeline/stage/stage_memory.h).
     static int64_t state_bytes(const ParamLayout& layout, const LionConfig& cfg);
     std::string name() const override { return "lion"; }
     void step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) override;

@@ -33,7 +33,7 @@ struct MarsConfig {
 class Mars final : public StatefulOptimizer {
 public:
     Mars(const ParamLayout& layout, const MarsConfig& cfg, Device device);
-    // The bytes of state the constructor allocates for `layout`, before it does (pipeline/stage_memory.h).
+    // The bytes of state the constructor allocates for `layout`, before it does (pipeline/stage/stage_memory.h).
     static int64_t state_bytes(const ParamLayout& layout, const MarsConfig& cfg);
     std::string name() const override { return "mars"; }
     void step(Ops& ops, const ParamLayout& layout, TensorSet& weights, const TensorSet& grads, float lr) override;

@@ -34,7 +34,7 @@ public:
     }
 
     // The bytes add() allocates for one piece, known before it does: an optimizer's static state_bytes sums
-    // these over the pieces its constructor adds (the up-front memory check, pipeline/stage_memory.h).
+    // these over the pieces its constructor adds (the up-front memory check, pipeline/stage/stage_memory.h).
     template <typename Predicate>
     static int64_t piece_bytes(const ParamLayout& layout, Predicate applies) {
         int64_t numel = 0;

@@ -58,7 +58,7 @@ public:
     // pointers that state_tensors() returns are stable from here on. Validates `cfg`; std::logic_error for a
     // parameter of rank > 2.
     Soap(const ParamLayout& layout, const SoapConfig& cfg, Device device = Device::cpu);
-    // The bytes of state the constructor allocates for `layout`, before it does (pipeline/stage_memory.h).
+    // The bytes of state the constructor allocates for `layout`, before it does (pipeline/stage/stage_memory.h).
     static int64_t state_bytes(const ParamLayout& layout, const SoapConfig& cfg);
 
     std::string name() const override { return "soap"; }

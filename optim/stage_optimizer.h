@@ -61,7 +61,7 @@ private:
 };
 
 // The bytes of that state (the optimizer's and the delay fix's, over the trainable parameters), without allocating it: the up-front memory check
-// (pipeline/stage_memory.h). `optimizer` validated.
+// (pipeline/stage/stage_memory.h). `optimizer` validated.
 int64_t stage_optimizer_state_bytes(const OptimizerConfig& optimizer, const DelayFixConfig& delay_fix,
                                     const ParamLayout& layout);
 

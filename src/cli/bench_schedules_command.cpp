@@ -10,7 +10,7 @@
 //
 // Per schedule: tokens/s over the timed iterations (the first --warmup-iters are run but not timed), the bubble
 // measured by the stages themselves over those iterations (1 - sum of busy time / sum of wall time, busy = the
-// forwards, backwards and optimizer steps: pipeline/stage_clock.h), each stage's peak activation memory (live
+// forwards, backwards and optimizer steps: pipeline/stage/stage_clock.h), each stage's peak activation memory (live
 // stashes) and the final training loss. Printed as one table, and with --out PREFIX written as PREFIX.csv and
 // PREFIX.md.
 //   Target (the pipeline issue): on 2 ranks with m = 4, 2bw reaches >= 1.15 x the tokens/s of 1f1b (the ideal

@@ -9,8 +9,8 @@
 #include "model/partition.h"
 #include "optim/optimizer_registry.h"
 #include "optim/stage_optimizer.h"
-#include "pipeline/schedule.h"
-#include "pipeline/stage_memory.h"
+#include "pipeline/schedule/schedule.h"
+#include "pipeline/stage/stage_memory.h"
 #include "src/core/byte_size.h"
 #include "src/core/error.h"
 
@@ -138,7 +138,7 @@ void print_optimizer_state(const ModelConfig& c, const std::vector<StageSpec>& s
     }
 }
 
-// Per schedule, what each stage holds at once, read off the schedule's own plan (pipeline/schedule.h), and the
+// Per schedule, what each stage holds at once, read off the schedule's own plan (pipeline/schedule/schedule.h), and the
 // stage's memory with it.
 void print_schedules(const ModelConfig& c, const InfoFlags& f, const std::vector<StageSpec>& specs) {
     const TrainOptions o = plan_options(c, f);

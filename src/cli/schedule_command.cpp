@@ -4,9 +4,9 @@
 
 #include "src/cli/commands.h"
 #include "src/core/error.h"
-#include "pipeline/schedule.h"
-#include "pipeline/simulate.h"
-#include "pipeline/timeline_text.h"
+#include "pipeline/schedule/schedule.h"
+#include "pipeline/schedule/simulate.h"
+#include "pipeline/schedule/timeline_text.h"
 
 namespace nb::cli {
 

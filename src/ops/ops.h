@@ -31,7 +31,7 @@ namespace nb {
 class OpProfiler;  // src/ops/op_profiler.h
 
 // Memory a run may still allocate on a backend's device, and what the figure is, for the message that refuses a
-// run which cannot fit (pipeline/stage_memory.h): "22.8 GB" + " of host memory is available (MemAvailable)".
+// run which cannot fit (pipeline/stage/stage_memory.h): "22.8 GB" + " of host memory is available (MemAvailable)".
 struct AvailableMemory {
     int64_t bytes = 0;
     std::string what;  // " of host memory is available (MemAvailable)", " is free on GPU 0 (cudaMemGetInfo)"

@@ -1,6 +1,6 @@
 // What a pipeline run's schedule is, as the plan states it: its kind and its size (stages, microbatches,
 // iterations, synchronous steps), with the rules that tie them together and the step arithmetic that follows
-// (pipeline/schedule.h turns it into each stage's action list; its header has the exact semantics).
+// (pipeline/schedule/schedule.h turns it into each stage's action list; its header has the exact semantics).
 #pragma once
 
 #include <cstdint>

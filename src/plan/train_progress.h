@@ -32,7 +32,7 @@ struct IterationReport {
     double val_loss = -1;     // -1: not evaluated at this iteration
 
     // Pipeline runs only (empty / -1 elsewhere: the single-process loop and the oracle print none of them):
-    std::vector<double> stage_busy = {};  // per stage, compute time / wall time, 0..1 (pipeline/stage_clock.h)
+    std::vector<double> stage_busy = {};  // per stage, compute time / wall time, 0..1 (pipeline/stage/stage_clock.h)
     double bubble = -1;              // 1 - sum busy / sum wall over the stages
     std::vector<double> act_mib = {};     // per stage, the most MiB of live activation stashes held
 

@@ -12,7 +12,7 @@
 #include "src/core/metrics_writer.h"
 #include "src/core/stop_signal.h"
 #include "src/core/version.h"
-#include "pipeline/stage_checkpoint.h"
+#include "pipeline/stage/stage_checkpoint.h"
 
 namespace nb {
 

@@ -1,6 +1,6 @@
 // Saving and resuming a run (docs/DESIGN.md section 8), on the files of src/core/checkpoint_dir.h, for every loop: the
 // single-process loop (src/run/trainer.cpp), the pipeline executor (each stage writes its own file,
-// pipeline/stage_runner.h; stage 0's collector completes the manifest, src/run/progress_collector.h) and the
+// pipeline/stage/stage_runner.h; stage 0's collector completes the manifest, src/run/progress_collector.h) and the
 // oracle (src/run/reference.cpp). All three write the same files for the same state, so a checkpoint of one
 // loads into another.
 //
@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "model/stage_model.h"
-#include "pipeline/stage_state.h"
+#include "pipeline/stage/stage_state.h"
 #include "src/core/checkpoint_dir.h"
 #include "src/core/save_dir_lock.h"
 #include "src/core/tensor_file.h"
@@ -49,7 +49,7 @@ struct SavedRun {
 };
 
 // --save DIR before the first step (src/core/save_dir_lock.h): DIR created, locked for this run, and room there for
-// one checkpoint of `checkpoint_bytes()` bytes (pipeline/stage_memory.h estimate_checkpoint_bytes; estimated only
+// one checkpoint of `checkpoint_bytes()` bytes (pipeline/stage/stage_memory.h estimate_checkpoint_bytes; estimated only
 // with --save); nb::UsageError naming DIR otherwise. Nothing without --save. One process of a run holds it, until
 // the run ends: the plain loop, the in-process pipeline and the oracle their own; under mpirun rank 0 for the job
 // (src/run/mpi_driver.cpp).

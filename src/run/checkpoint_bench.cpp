@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "pipeline/stage_checkpoint.h"
+#include "pipeline/stage/stage_checkpoint.h"
 #include "src/core/atomic_file.h"
 #include "src/core/error.h"
 #include "src/core/sha256.h"

@@ -5,11 +5,11 @@
 
 #include "src/run/backend.h"
 #include "src/core/error.h"
-#include "pipeline/in_process_transport.h"
+#include "pipeline/transport/in_process_transport.h"
 #include "src/run/pipeline_driver.h"
 #include "src/run/progress_collector.h"
-#include "pipeline/stage_memory.h"
-#include "pipeline/stage_runner.h"
+#include "pipeline/stage/stage_memory.h"
+#include "pipeline/stage/stage_runner.h"
 
 namespace nb {
 

@@ -12,15 +12,15 @@
 #include "src/run/backend.h"
 #include "src/core/error.h"
 #include "src/cpu/cpu_threads.h"
-#include "pipeline/mpi_transport.h"
+#include "pipeline/transport/mpi_transport.h"
 #ifdef NOBUBBLE_HAVE_CUDA
-#include "pipeline/nccl_transport.h"
+#include "pipeline/transport/nccl_transport.h"
 #endif
 #include "src/run/pipeline_driver.h"
 #include "src/run/progress_collector.h"
 #include "src/run/watchdog.h"
-#include "pipeline/stage_memory.h"
-#include "pipeline/stage_runner.h"
+#include "pipeline/stage/stage_memory.h"
+#include "pipeline/stage/stage_runner.h"
 
 namespace nb {
 
@@ -115,7 +115,7 @@ StageClock::Clock::time_point common_origin() {
 RankStage set_up(const PipelineSetup& setup, const ResumePoint* resume, Transport& transport,
                  std::unique_ptr<Ops>& ops, std::FILE* log) {
     RankStage rs;
-    // Every rank's stage must fit before any rank allocates its own (pipeline/stage_memory.h): a usage error.
+    // Every rank's stage must fit before any rank allocates its own (pipeline/stage/stage_memory.h): a usage error.
     set_up_step(transport, [&] {
         if (!ops) ops = make_ops(setup.options.device);
         const int stage = transport.stage();

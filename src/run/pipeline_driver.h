@@ -1,4 +1,4 @@
-// Driving StageRunners (pipeline/stage_runner.h) to the end of a training run, and `nobubble train`'s entry
+// Driving StageRunners (pipeline/stage/stage_runner.h) to the end of a training run, and `nobubble train`'s entry
 // into the pipeline.
 //
 //   in one process   P runners, one InProcessTransport network, one thread: each runner in turn advances until
@@ -13,7 +13,7 @@
 //                    thread per rank (the ranks are the parallelism) unless OPENBLAS_NUM_THREADS says otherwise. With
 //                    --device cuda every rank starts its GPU first and the ranks agree on that before NCCL is
 //                    set up; then NCCL moves activations and gradients between neighbours
-//                    (pipeline/nccl_transport.h).
+//                    (pipeline/transport/nccl_transport.h).
 // Stage 0 (rank 0) prints: the header, a progress line per iteration, the versions line; the caller prints the
 // final lines from the summary. Every runner's clock starts at one origin just before the run (what a trace
 // across stages needs): in one process the same instant; under MPI rank 0's wall-clock instant, broadcast, which
@@ -25,8 +25,8 @@
 #include <optional>
 #include <vector>
 
-#include "pipeline/pipeline_setup.h"
-#include "pipeline/stage_runner.h"
+#include "pipeline/schedule/pipeline_setup.h"
+#include "pipeline/stage/stage_runner.h"
 #include "src/run/checkpoint.h"
 #include "src/run/progress_collector.h"
 #include "src/run/trainer.h"
@@ -36,7 +36,7 @@ namespace nb {
 struct PipelineSummary {
     TrainSummary run;
     std::vector<int64_t> peak_versions;  // per stage: the most weight versions it held at once
-    std::string optimizer_sha256;        // `final optimizer state sha256` (pipeline/state_hash.h)
+    std::string optimizer_sha256;        // `final optimizer state sha256` (pipeline/stage/state_hash.h)
     std::vector<StageFinal> finals;      // per stage: its whole run's busy and wall time, peak activation bytes
     std::vector<IterationTiming> iterations;  // per iteration: rank 0's wall time, each stage's measures
 };

@@ -11,8 +11,8 @@
 #include "model/partition.h"
 #include "optim/grad_clip.h"
 #include "optim/stage_optimizer.h"
-#include "pipeline/state_hash.h"
-#include "pipeline/trace.h"
+#include "pipeline/stage/state_hash.h"
+#include "pipeline/stage/trace.h"
 #include "src/plan/train_data.h"
 #include "src/plan/train_progress.h"
 #include "src/core/error.h"
@@ -307,7 +307,7 @@ bool ProgressCollector::take_final() {
 }
 
 void ProgressCollector::finish_run() {
-    std::vector<std::vector<Tensor>> weights, state;  // canonical order: stage by stage (pipeline/state_hash.h)
+    std::vector<std::vector<Tensor>> weights, state;  // canonical order: stage by stage (pipeline/stage/state_hash.h)
     for (auto& stage : final_weights_) {
         weights.emplace_back();
         for (auto& t : stage) weights.back().push_back(std::move(*t));

@@ -1,7 +1,7 @@
 // ProgressCollector: stage 0's (rank 0's) side of the stages' reports. It prints what `train` prints: the
 // progress line and --metrics record of every iteration, once every stage has reported on it (in iteration
 // order), and at the end gathers every stage's master weights and optimizer state for the `final weights sha256`
-// and `final optimizer state sha256` lines (pipeline/state_hash.h: canonical order, the oracle's), and with
+// and `final optimizer state sha256` lines (pipeline/stage/state_hash.h: canonical order, the oracle's), and with
 // --trace every stage's timed records, which it writes as the trace file.
 //
 // The numbers are the oracle's bit for bit: the loss is the last stage's sum of microbatch losses over m, the
@@ -9,7 +9,7 @@
 // in canonical order, the lr the schedule's at that step, the validation loss the last stage's sum over the
 // evaluation's microbatch count. Timing is rank 0's wall clock between iterations completing. What the line adds
 // for a pipeline (busy per stage, bubble, activation MiB per stage) is each stage's own measure over its own
-// reports since the previous line (pipeline/stage_clock.h): busy = its compute time / its wall time between its
+// reports since the previous line (pipeline/stage/stage_clock.h): busy = its compute time / its wall time between its
 // reports, bubble = 1 - sum of busy time / sum of wall time over the stages (= 1 - sum busy / (P * wall) when the
 // stages' windows are equally long, as they are in a steady pipeline), act = the most bytes of live stashes.
 #pragma once
@@ -21,11 +21,11 @@
 #include <vector>
 
 #include "optim/lr_schedule.h"
-#include "pipeline/pipeline_setup.h"
-#include "pipeline/stage_clock.h"
-#include "pipeline/stage_report.h"
-#include "pipeline/stop_vote.h"
-#include "pipeline/transport.h"
+#include "pipeline/schedule/pipeline_setup.h"
+#include "pipeline/stage/stage_clock.h"
+#include "pipeline/stage/stage_report.h"
+#include "pipeline/stage/stop_vote.h"
+#include "pipeline/transport/transport.h"
 #include "src/run/run_log.h"
 
 namespace nb {

@@ -18,11 +18,11 @@
 #include "optim/stage_optimizer.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
-#include "pipeline/stage_checkpoint.h"
-#include "pipeline/stage_memory.h"
-#include "pipeline/stage_state.h"
-#include "pipeline/state_hash.h"
-#include "pipeline/weight_history.h"
+#include "pipeline/stage/stage_checkpoint.h"
+#include "pipeline/stage/stage_memory.h"
+#include "pipeline/stage/stage_state.h"
+#include "pipeline/stage/state_hash.h"
+#include "pipeline/stage/weight_history.h"
 #include "src/plan/train_data.h"
 
 namespace nb::reference {
@@ -72,7 +72,7 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 // ---- the stages ----
 
-// One pipeline stage (pipeline/stage_state.h). The versions it computes with live in the WeightHistory.
+// One pipeline stage (pipeline/stage/stage_state.h). The versions it computes with live in the WeightHistory.
 using Stage = StageState;
 
 std::vector<std::unique_ptr<Stage>> make_stages(const TrainOptions& o, Device device) {
@@ -293,7 +293,7 @@ std::string describe_cut(const std::vector<std::unique_ptr<Stage>>& stages) {
     return nb::describe_cut(cut);
 }
 
-// The fingerprints of pipeline/state_hash.h: every stage's master weights, and every stage's optimizer state.
+// The fingerprints of pipeline/stage/state_hash.h: every stage's master weights, and every stage's optimizer state.
 std::string weights_hash(const std::vector<std::unique_ptr<Stage>>& stages) {
     std::vector<std::vector<Tensor>> all;
     for (const auto& st : stages) all.push_back(st->master.tensors);
@@ -317,7 +317,7 @@ ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
     auto data = open_train_data(o);
     RunLog run_log(o, log);
     std::unique_ptr<Ops> backend = make_ops(o.device);
-    // Before a stage allocates: a model that cannot fit is one line (pipeline/stage_memory.h; a floor here).
+    // Before a stage allocates: a model that cannot fit is one line (pipeline/stage/stage_memory.h; a floor here).
     const std::vector<StageSpec> cut = partition_model(o.model, o.stages);
     require_memory_fits(0, o.stages, estimate_cut_memory(o, cut, backend->activation_dtype()),
                         backend->available_memory());

@@ -36,7 +36,7 @@
 
 namespace nb::reference {
 
-// The oracle's own names for the schedules (deliberately not pipeline/schedule.h: its rules are what is checked).
+// The oracle's own names for the schedules (deliberately not pipeline/schedule/schedule.h: its rules are what is checked).
 enum class Schedule { gpipe, one_f_one_b, two_bw, pipedream };
 
 // The plan's --schedule (parsed once, at the command line) as the oracle names it.

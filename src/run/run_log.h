@@ -57,7 +57,7 @@ private:
 
 // The lines a run ends with, in this order: "weight versions held at most, per stage: 3 2 1" (pipeline runs and
 // the oracle), "final val_loss X" (when validation ran), "final weights sha256 HEX", and "final optimizer state
-// sha256 HEX" (pipeline runs and the oracle: pipeline/state_hash.h).
+// sha256 HEX" (pipeline runs and the oracle: pipeline/stage/state_hash.h).
 struct FinalLines {
     TrainSummary run;
     std::optional<std::vector<int64_t>> peak_versions = std::nullopt;

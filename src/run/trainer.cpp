@@ -10,15 +10,15 @@
 #include "src/run/backend.h"
 #include "src/run/checkpoint.h"
 #include "src/core/stop_signal.h"
-#include "pipeline/stage_checkpoint.h"
+#include "pipeline/stage/stage_checkpoint.h"
 #include "src/run/run_log.h"
 #include "src/core/error.h"
 #include "model/model_step.h"
 #include "model/moe_load.h"
 #include "optim/grad_clip.h"
-#include "pipeline/schedule.h"
-#include "pipeline/stage_memory.h"
-#include "pipeline/stage_state.h"
+#include "pipeline/schedule/schedule.h"
+#include "pipeline/stage/stage_memory.h"
+#include "pipeline/stage/stage_state.h"
 #include "src/plan/train_data.h"
 #include "model/weights_hash.h"
 
@@ -51,7 +51,7 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
     std::unique_ptr<Ops> backend = make_ops(o.device);
     Ops& ops = *backend;
     const Device device = ops.device();
-    // Before the stage allocates any of it: a model that cannot fit is one line (pipeline/stage_memory.h).
+    // Before the stage allocates any of it: a model that cannot fit is one line (pipeline/stage/stage_memory.h).
     require_memory_fits(0, 1, estimate_cut_memory(o, {whole_model_spec(o.model)}, ops.activation_dtype()),
                         ops.available_memory());
     // --save DIR: this process's for the whole run, with room for a checkpoint, or one line before any step.

@@ -17,7 +17,7 @@
 #include <chrono>
 #include <string>
 
-#include "pipeline/stage_runner.h"
+#include "pipeline/stage/stage_runner.h"
 #include "src/run/progress_collector.h"
 
 namespace nb {

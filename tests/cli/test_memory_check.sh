@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A model that cannot fit is refused before anything is allocated (pipeline/stage_memory.h): one line naming the
+# A model that cannot fit is refused before anything is allocated (pipeline/stage/stage_memory.h): one line naming the
 # stage(s), the bytes needed part by part and the memory available, exit 2, within seconds (before the check, a
 # 100000-layer `tiny` was killed by the kernel's OOM killer after a minute of silence). Normal runs pass it.
 source "$(dirname "$0")/lib.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stop signals (src/core/stop_signal.h, pipeline/stop_vote.h; docs/DESIGN.md section 9): with --save, SIGTERM or SIGUSR1
+# Stop signals (src/core/stop_signal.h, pipeline/stage/stop_vote.h; docs/DESIGN.md section 9): with --save, SIGTERM or SIGUSR1
 # makes every stage save a checkpoint at an iteration all of them agree on and the job exit 0; resuming from
 # it ends on the uninterrupted run's weights and optimizer state.
 # - injected (--signal-at-step) in one process, pipeline and plain loop, and under mpirun on a middle rank;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The NCCL transport (pipeline/nccl_transport.h): `mpirun -np P nobubble train --device cuda`, one GPU per rank,
+# The NCCL transport (pipeline/transport/nccl_transport.h): `mpirun -np P nobubble train --device cuda`, one GPU per rank,
 # activations and gradients moved GPU to GPU by NCCL between neighbouring stages.
 #
 # With >= 2 GPUs and mpirun:

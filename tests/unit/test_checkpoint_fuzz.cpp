@@ -7,8 +7,8 @@
 #include <random>
 #include <string>
 
-#include "pipeline/pipeline_setup.h"
-#include "pipeline/stage_checkpoint.h"
+#include "pipeline/schedule/pipeline_setup.h"
+#include "pipeline/stage/stage_checkpoint.h"
 #include "src/core/atomic_file.h"
 #include "src/core/error.h"
 #include "src/run/checkpoint.h"

@@ -1,6 +1,6 @@
 // What MoE runs report about their layers (issue 12, deliverable 7): the expert load and aux loss counted from the
-// blocks' dispatches (model/moe_load.h), their trip in a stage's report (pipeline/stage_report.h), the progress
-// line and metrics record (src/plan/train_progress.h), and the dispatch spans of --trace (pipeline/stage_clock.h).
+// blocks' dispatches (model/moe_load.h), their trip in a stage's report (pipeline/stage/stage_report.h), the progress
+// line and metrics record (src/plan/train_progress.h), and the dispatch spans of --trace (pipeline/stage/stage_clock.h).
 #include <doctest/doctest.h>
 
 #include <random>
@@ -9,9 +9,9 @@
 #include "model/model_step.h"
 #include "model/moe_load.h"
 #include "model/stage_model.h"
-#include "pipeline/stage_clock.h"
-#include "pipeline/stage_report.h"
-#include "pipeline/trace.h"
+#include "pipeline/stage/stage_clock.h"
+#include "pipeline/stage/stage_report.h"
+#include "pipeline/stage/trace.h"
 #include "src/cpu/cpu_ops.h"
 #include "src/plan/train_progress.h"
 #include "tests/unit/fd_check.h"

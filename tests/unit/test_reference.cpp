@@ -16,8 +16,8 @@
 #include "src/core/error.h"
 #include "model/config.h"
 #include "src/run/reference.h"
-#include "pipeline/schedule.h"
-#include "pipeline/weight_history.h"
+#include "pipeline/schedule/schedule.h"
+#include "pipeline/stage/weight_history.h"
 #include "tests/unit/pipeline_test_util.h"
 #include "tests/unit/test_util.h"
 #include "src/run/trainer.h"
@@ -112,7 +112,7 @@ TEST_CASE("reference: --sync-start and --sync-cooldown steps use W_t; the asynch
     CHECK(pipedream_s0 == std::vector<int64_t>{0, 1, 2, 2, 2, 3, 6, 7});
 }
 
-TEST_CASE("reference: its version rule and the schedule builder's (pipeline/schedule.h) agree, sync flags included") {
+TEST_CASE("reference: its version rule and the schedule builder's (pipeline/schedule/schedule.h) agree, sync flags included") {
     // Two implementations written apart: the oracle's formula, and the rule the executor's action lists carry.
     for (auto [kind, schedule] : {std::pair{nb::ScheduleKind::two_bw, Schedule::two_bw},
                                   std::pair{nb::ScheduleKind::pipedream, Schedule::pipedream}})

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "src/core/error.h"
-#include "pipeline/schedule.h"
-#include "pipeline/simulate.h"
+#include "pipeline/schedule/schedule.h"
+#include "pipeline/schedule/simulate.h"
 
 using nb::Action;
 using nb::ActionType;
@@ -73,7 +73,7 @@ std::string name_of(const ScheduleSpec& s) {
            " sync_start=" + std::to_string(s.sync_start) + " sync_cooldown=" + std::to_string(s.sync_cooldown);
 }
 
-// ---- the table of docs/DESIGN.md section 2, written out again independently of pipeline/schedule.cpp ----
+// ---- the table of docs/DESIGN.md section 2, written out again independently of pipeline/schedule/schedule.cpp ----
 
 int64_t optimizer_steps_of(const ScheduleSpec& s) {
     return s.kind == ScheduleKind::pipedream ? s.steps * s.microbatches : s.steps;

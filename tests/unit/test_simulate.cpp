@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "src/core/error.h"
-#include "pipeline/schedule.h"
-#include "pipeline/simulate.h"
-#include "pipeline/timeline_text.h"
+#include "pipeline/schedule/schedule.h"
+#include "pipeline/schedule/simulate.h"
+#include "pipeline/schedule/timeline_text.h"
 
 using nb::Action;
 using nb::ActionType;

@@ -1,4 +1,4 @@
-// A stage's carried state through its checkpoint file (pipeline/stage_checkpoint.h): for every optimizer (with
+// A stage's carried state through its checkpoint file (pipeline/stage/stage_checkpoint.h): for every optimizer (with
 // ef's buffer), a stage restored from the file continues bit for bit as the stage that wrote it; a checkpoint
 // of one cut restores a stage of another (the names are per parameter); a file of another model or optimizer is
 // an error naming the tensor, and leaves the stage as it was.
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "model/partition.h"
-#include "pipeline/stage_checkpoint.h"
+#include "pipeline/stage/stage_checkpoint.h"
 #include "src/run/backend.h"
 #include "tests/unit/pipeline_test_util.h"
 #include "tests/unit/test_util.h"

@@ -1,4 +1,4 @@
-// The up-front memory estimate (pipeline/stage_memory.h) and what it reads: each part for a small model against
+// The up-front memory estimate (pipeline/stage/stage_memory.h) and what it reads: each part for a small model against
 // what the stages really allocate, the schedule's weight versions and microbatches in flight, a checkpoint's
 // bytes, the refusal's one line, byte formatting and /proc/meminfo's MemAvailable.
 #include <doctest/doctest.h>
@@ -10,9 +10,9 @@
 #include "optim/optimizer_registry.h"
 #include "optim/soap.h"
 #include "optim/stage_optimizer.h"
-#include "pipeline/pipeline_setup.h"
-#include "pipeline/stage_memory.h"
-#include "pipeline/stage_state.h"
+#include "pipeline/schedule/pipeline_setup.h"
+#include "pipeline/stage/stage_memory.h"
+#include "pipeline/stage/stage_state.h"
 #include "src/core/byte_size.h"
 #include "src/core/error.h"
 #include "src/core/host_memory.h"
@@ -152,7 +152,7 @@ TEST_CASE("estimate_cut_memory sums the stages of a cut, each with one version a
 }
 
 TEST_CASE("estimate_checkpoint_bytes: each stage's carried tensors as allocated, plus its older versions") {
-    // The tensors a stage file holds (pipeline/stage_checkpoint.h): the state_tensors, then the older versions.
+    // The tensors a stage file holds (pipeline/stage/stage_checkpoint.h): the state_tensors, then the older versions.
     const auto carried_bytes = [](const TrainOptions& o, const StageSpec& spec) {
         StageState state(o, spec, Device::cpu);
         int64_t bytes = 0;

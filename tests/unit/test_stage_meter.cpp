@@ -1,4 +1,4 @@
-// StageMeter (pipeline/stage_meter.h): what a stage's runner tells it becomes the measured fields of the stage's
+// StageMeter (pipeline/stage/stage_meter.h): what a stage's runner tells it becomes the measured fields of the stage's
 // reports and final values and its timed records: stash bytes peak per report and over the run, a blocked
 // stretch is one wait attributed to what the task waited for, and only compute counts as busy.
 #include <doctest/doctest.h>
@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "pipeline/stage_meter.h"
+#include "pipeline/stage/stage_meter.h"
 
 using nb::ActionType;
 using nb::StageMeter;

@@ -17,11 +17,11 @@
 #include "src/cpu/cpu_ops.h"
 #include "src/core/error.h"
 #include "model/config.h"
-#include "pipeline/in_process_transport.h"
+#include "pipeline/transport/in_process_transport.h"
 #include "src/run/pipeline_driver.h"
-#include "pipeline/pipeline_setup.h"
+#include "pipeline/schedule/pipeline_setup.h"
 #include "src/run/reference.h"
-#include "pipeline/weight_versions.h"
+#include "pipeline/stage/weight_versions.h"
 #include "tests/unit/pipeline_test_util.h"
 
 using nb::ActionType;

@@ -1,4 +1,4 @@
-// StageState (pipeline/stage_state.h): one constructor for every training loop, and one list of the state that
+// StageState (pipeline/stage/stage_state.h): one constructor for every training loop, and one list of the state that
 // carries from step to step, by canonical name.
 #include <doctest/doctest.h>
 
@@ -6,7 +6,7 @@
 #include <string>
 
 #include "model/partition.h"
-#include "pipeline/stage_state.h"
+#include "pipeline/stage/stage_state.h"
 #include "tests/unit/pipeline_test_util.h"
 
 namespace nb {

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "pipeline/trace.h"
+#include "pipeline/stage/trace.h"
 
 using namespace nb;
 
@@ -68,9 +68,9 @@ TEST_CASE("trace: an unwritable path is a RuntimeError naming it") {
                       doctest::Contains("/nonexistent/dir/t.json"));
 }
 
-// ---- the runner's timed records (pipeline/stage_clock.h), which travel to stage 0 as doubles ----
+// ---- the runner's timed records (pipeline/stage/stage_clock.h), which travel to stage 0 as doubles ----
 
-#include "pipeline/stage_clock.h"
+#include "pipeline/stage/stage_clock.h"
 
 TEST_CASE("stage clock: timed records survive the trip as doubles and are named on stage 0") {
     using nb::TaskKind;

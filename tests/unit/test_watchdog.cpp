@@ -8,7 +8,7 @@
 #include <chrono>
 #include <stdexcept>
 
-#include "pipeline/pipeline_setup.h"
+#include "pipeline/schedule/pipeline_setup.h"
 #include "src/run/pipeline_driver.h"
 #include "src/run/watchdog.h"
 #include "tests/unit/pipeline_test_util.h"

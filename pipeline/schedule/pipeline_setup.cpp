@@ -1,0 +1,56 @@
+#include "pipeline/schedule/pipeline_setup.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "src/core/error.h"
+
+namespace nb {
+
+PipelineSetup make_pipeline_setup(const RunPlan& plan, int64_t first_iteration) {
+    PipelineSetup setup;
+    setup.options = plan.options;
+    setup.spec = plan.schedule;
+    setup.cut = plan.cut;
+    setup.plans = build_schedule(setup.spec);
+    setup.first_iteration = first_iteration;
+    setup.end_iteration = end_iteration(plan.options, first_iteration);
+    for (StagePlan& stage_plan : setup.plans)
+        std::erase_if(stage_plan, [&](const Action& a) { return setup.iteration_of_step(a.step) < first_iteration; });
+    for (const StageSpec& spec : setup.cut) setup.layouts.push_back(StageModel(plan.options.model, spec).layout());
+    return setup;
+}
+
+bool PipelineSetup::saves_after(int64_t iteration) const {
+    return checkpoint_due(options, iteration + 1, end_iteration);
+}
+
+std::vector<int64_t> PipelineSetup::param_tensor_counts() const {
+    std::vector<int64_t> counts;
+    for (const ParamLayout& layout : layouts) counts.push_back(layout.size());
+    return counts;
+}
+
+void check_stages_match_ranks(const TrainOptions& o, int world_size) {
+    if (world_size > 1 && o.stages != world_size)
+        throw UsageError(
+            fmt::format("--stages {} does not match the {} MPI ranks: under mpirun each rank is one "
+                        "stage (omit --stages, or start {} ranks)",
+                        o.stages, world_size, o.stages));
+    if (world_size <= 1 && o.stall_rank >= 0)
+        throw UsageError("--stall-at-step stalls one rank of an mpirun job; in one process it would stall every "
+                         "stage forever");
+}
+
+bool needs_pipeline(const RunPlan& plan, int world_size) {
+    const TrainOptions& o = plan.options;
+    // Only the executor injects faults and stalls.
+    const bool injects_faults = o.fail_at_step >= 0 || o.fail_rank >= 0 || o.stall_at_step >= 0 || o.stall_rank >= 0 ||
+                                o.kill_rank >= 0;
+    const bool traces = !o.trace_path.empty();  // only the executor records a trace (one stage: the same bits)
+    return world_size > 1 || o.stages != 1 || injects_faults || traces ||
+           is_asynchronous(o.schedule);
+}
+
+}  // namespace nb

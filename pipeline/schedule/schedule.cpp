@@ -1,0 +1,205 @@
+// Schedule builders. Each stage's plan is made in two passes: first the order of its compute (forwards and
+// backwards of microbatches, per the schedule's rule), then the expansion of that order into actions
+// (receives before, sends after, optimizer steps after the last backward of each step, versions).
+#include "pipeline/schedule/schedule.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "src/core/error.h"
+
+namespace nb {
+
+namespace {
+
+// A run of consecutive optimizer steps [first_step, end_step). A synchronous phase flushes the pipeline after
+// every step; an asynchronous phase streams all its microbatches through one 1F1B pipeline and drains only at
+// its end.
+struct Phase {
+    int64_t first_step;
+    int64_t end_step;
+    bool synchronous;
+};
+
+// gpipe, 1f1b: one synchronous phase. 2bw, pipedream: [0, K) sync, [K, N - K_c) async, [N - K_c, N) sync,
+// leaving out the empty ones.
+std::vector<Phase> phases_of(const ScheduleSpec& spec) {
+    const int64_t n = spec.optimizer_steps();
+    if (!is_asynchronous(spec.kind)) return {{0, n, true}};
+    const int64_t async_begin = spec.sync_start, async_end = n - spec.sync_cooldown;
+    std::vector<Phase> phases;
+    if (async_begin > 0) phases.push_back({0, async_begin, true});
+    if (async_end > async_begin) phases.push_back({async_begin, async_end, false});
+    if (async_end < n) phases.push_back({async_end, n, true});
+    return phases;
+}
+
+// One unit of compute on a stage: the forward or the backward of one microbatch.
+struct Compute {
+    bool is_forward;
+    int64_t microbatch;
+};
+
+// GPipe: the forwards of microbatches [first, first+count), then their backwards, both in microbatch order.
+void append_gpipe_order(int64_t first, int64_t count, std::vector<Compute>& order) {
+    for (int64_t i = 0; i < count; ++i) order.push_back({true, first + i});
+    for (int64_t i = 0; i < count; ++i) order.push_back({false, first + i});
+}
+
+// 1F1B on stage s of p over microbatches [first, first+count): w = min(p-s-1, count) warm-up forwards, then
+// forward w+k and backward k alternately for k = 0, 1, ... until the forwards run out, then the remaining
+// backwards (cool-down). Forward j on stage s thus comes after backward j-(p-s): at most p-s in flight.
+void append_one_f_one_b_order(int64_t first, int64_t count, int p, int s, std::vector<Compute>& order) {
+    const int64_t warmup = std::min<int64_t>(p - s - 1, count);
+    for (int64_t i = 0; i < warmup; ++i) order.push_back({true, first + i});
+    for (int64_t k = 0; warmup + k < count; ++k) {
+        order.push_back({true, first + warmup + k});
+        order.push_back({false, first + k});
+    }
+    for (int64_t k = count - warmup; k < count; ++k) order.push_back({false, first + k});
+}
+
+// The compute order of stage s over the whole run, phase by phase.
+std::vector<Compute> compute_order(const ScheduleSpec& spec, int s) {
+    const int64_t per_step = spec.microbatches_per_step();
+    std::vector<Compute> order;
+    order.reserve(static_cast<size_t>(2 * spec.total_microbatches()));
+    for (const Phase& phase : phases_of(spec)) {
+        if (phase.synchronous) {
+            for (int64_t t = phase.first_step; t < phase.end_step; ++t) {
+                if (spec.kind == ScheduleKind::gpipe)
+                    append_gpipe_order(t * per_step, per_step, order);
+                else
+                    append_one_f_one_b_order(t * per_step, per_step, spec.stages, s, order);
+            }
+        } else {
+            const int64_t count = (phase.end_step - phase.first_step) * per_step;
+            append_one_f_one_b_order(phase.first_step * per_step, count, spec.stages, s, order);
+        }
+    }
+    return order;
+}
+
+// Expands stage s's compute order into actions: receive, compute, send; and the optimizer step right after
+// the backward of the last microbatch of each step.
+StagePlan expand_to_actions(const ScheduleSpec& spec, int s, const std::vector<Compute>& order) {
+    const int p = spec.stages;
+    const bool first_stage = s == 0, last_stage = s == p - 1;
+    StagePlan plan;
+    plan.reserve(order.size() * 3 + static_cast<size_t>(spec.optimizer_steps()));
+    for (const Compute& c : order) {
+        const int64_t mb = c.microbatch, step = spec.step_of(mb), version = weight_version(spec, s, mb);
+        if (c.is_forward) {
+            if (!first_stage) plan.push_back({ActionType::recv_activation, mb, step, version, s - 1});
+            plan.push_back({ActionType::forward, mb, step, version, -1});
+            if (!last_stage) plan.push_back({ActionType::send_activation, mb, step, version, s + 1});
+        } else {
+            if (!last_stage) plan.push_back({ActionType::recv_gradient, mb, step, version, s + 1});
+            plan.push_back({ActionType::backward, mb, step, version, -1});
+            if (!first_stage) plan.push_back({ActionType::send_gradient, mb, step, version, s - 1});
+            const bool last_of_step = (mb + 1) % spec.microbatches_per_step() == 0;
+            if (last_of_step) plan.push_back({ActionType::optimizer_step, -1, step, step + 1, -1});
+        }
+    }
+    return plan;
+}
+
+void check_stage(const std::vector<StagePlan>& plans, int stage) {
+    if (stage < 0 || stage >= static_cast<int>(plans.size()))
+        throw std::out_of_range(fmt::format("stage {} of a {}-stage schedule", stage, plans.size()));
+}
+
+}  // namespace
+
+std::string_view action_type_name(ActionType type) {
+    switch (type) {
+        case ActionType::forward: return "forward";
+        case ActionType::backward: return "backward";
+        case ActionType::send_activation: return "send_activation";
+        case ActionType::recv_activation: return "recv_activation";
+        case ActionType::send_gradient: return "send_gradient";
+        case ActionType::recv_gradient: return "recv_gradient";
+        case ActionType::optimizer_step: return "optimizer_step";
+    }
+    return "?";
+}
+
+bool is_compute(ActionType type) {
+    return type == ActionType::forward || type == ActionType::backward || type == ActionType::optimizer_step;
+}
+
+std::string describe(const Action& a) {
+    switch (a.type) {
+        case ActionType::forward: return fmt::format("F{} (step {}, W{})", a.microbatch, a.step, a.version);
+        case ActionType::backward: return fmt::format("B{} (step {}, W{})", a.microbatch, a.step, a.version);
+        case ActionType::send_activation:
+        case ActionType::send_gradient:
+            return fmt::format("{} mb {} to stage {}", action_type_name(a.type), a.microbatch, a.peer);
+        case ActionType::recv_activation:
+        case ActionType::recv_gradient:
+            return fmt::format("{} mb {} from stage {}", action_type_name(a.type), a.microbatch, a.peer);
+        case ActionType::optimizer_step: return fmt::format("optimizer_step {} -> W{}", a.step, a.version);
+    }
+    return "?";
+}
+
+int64_t weight_version(const ScheduleSpec& spec, int stage, int64_t microbatch) {
+    const int64_t t = spec.step_of(microbatch);
+    if (spec.is_synchronous_step(t)) return t;
+    if (spec.kind == ScheduleKind::two_bw) return std::max<int64_t>(t - 1, 0);
+    // pipedream: the first asynchronous microbatch is sync_start (one step per microbatch).
+    const int64_t delay = spec.stages - 1 - stage;
+    return std::max<int64_t>(spec.sync_start, microbatch - delay);
+}
+
+std::vector<StagePlan> build_schedule(const ScheduleSpec& spec) {
+    spec.validate();
+    std::vector<StagePlan> plans(static_cast<size_t>(spec.stages));
+    for (int s = 0; s < spec.stages; ++s) plans[s] = expand_to_actions(spec, s, compute_order(spec, s));
+    return plans;
+}
+
+int64_t max_versions_held(const std::vector<StagePlan>& plans, int stage) {
+    check_stage(plans, stage);
+    const StagePlan& plan = plans[stage];
+    // Uses still to come of each version, by forwards and backwards.
+    std::map<int64_t, int64_t> uses_left;
+    for (const Action& a : plan)
+        if (a.type == ActionType::forward || a.type == ActionType::backward) ++uses_left[a.version];
+    // Held: the newest version, and every existing version with uses to come. Version 0 exists from the start.
+    int64_t newest = 0;
+    std::set<int64_t> held = {0};
+    int64_t most = 1;
+    for (const Action& a : plan) {
+        if (a.type == ActionType::forward || a.type == ActionType::backward) {
+            held.insert(a.version);  // a plan that uses a version before making it still counts it
+            most = std::max<int64_t>(most, static_cast<int64_t>(held.size()));
+            if (--uses_left[a.version] == 0 && a.version != newest) held.erase(a.version);
+        } else if (a.type == ActionType::optimizer_step) {
+            // The update is in place: the old newest version survives only if uses of it are still to come.
+            if (uses_left[newest] == 0) held.erase(newest);
+            newest = a.version;
+            held.insert(newest);
+            most = std::max<int64_t>(most, static_cast<int64_t>(held.size()));
+        }
+    }
+    return most;
+}
+
+int64_t max_in_flight(const std::vector<StagePlan>& plans, int stage) {
+    check_stage(plans, stage);
+    int64_t in_flight = 0, most = 0;
+    for (const Action& a : plans[stage]) {
+        if (a.type == ActionType::forward) most = std::max(most, ++in_flight);
+        if (a.type == ActionType::backward) --in_flight;
+    }
+    return most;
+}
+
+}  // namespace nb

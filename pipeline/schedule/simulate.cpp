@@ -1,0 +1,163 @@
+// The event-driven schedule simulator (rules in simulate.h).
+#include "pipeline/schedule/simulate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "src/core/error.h"
+
+namespace nb {
+
+namespace {
+
+bool is_send(ActionType t) { return t == ActionType::send_activation || t == ActionType::send_gradient; }
+bool is_recv(ActionType t) { return t == ActionType::recv_activation || t == ActionType::recv_gradient; }
+bool carries_gradient(ActionType t) { return t == ActionType::send_gradient || t == ActionType::recv_gradient; }
+
+// What has been sent on one (from, to, kind) channel, and who waits on it.
+struct Channel {
+    std::vector<double> arrival_ms;     // per send, in order: send time + p2p
+    std::vector<int64_t> microbatches;  // per send, in order
+    size_t received = 0;                // receives matched so far
+    int waiting_stage = -1;             // the stage blocked on the next receive, if any
+};
+
+class Simulator {
+public:
+    Simulator(const std::vector<StagePlan>& plans, const SimCosts& costs)
+        : plans_(plans), costs_(costs), p_(static_cast<int>(plans.size())), next_(plans.size(), 0),
+          clock_(plans.size(), 0.0) {
+        result_.busy_ms.assign(plans.size(), 0.0);
+        result_.timeline.resize(plans.size());
+        for (int s = 0; s < p_; ++s) {
+            check_peers(s);
+            result_.timeline[s].reserve(plans[s].size());
+        }
+    }
+
+    SimResult run() {
+        std::vector<int> runnable;
+        for (int s = p_ - 1; s >= 0; --s) runnable.push_back(s);
+        while (!runnable.empty()) {
+            const int s = runnable.back();
+            runnable.pop_back();
+            run_stage_until_blocked(s, runnable);
+        }
+        finish();
+        return std::move(result_);
+    }
+
+private:
+    const std::vector<StagePlan>& plans_;
+    const SimCosts& costs_;
+    const int p_;
+    std::vector<size_t> next_;   // per stage: index of its next action
+    std::vector<double> clock_;  // per stage: the time it reaches its next action
+    std::unordered_map<int64_t, Channel> channels_;
+    SimResult result_;
+
+    void check_peers(int s) const {
+        for (const Action& a : plans_[s])
+            if ((is_send(a.type) || is_recv(a.type)) && (a.peer < 0 || a.peer >= p_ || a.peer == s))
+                throw std::invalid_argument(
+                    fmt::format("stage {}: {} names an invalid peer", s, describe(a)));
+    }
+
+    Channel& channel(int from, int to, bool gradient) {
+        const int64_t key = (static_cast<int64_t>(from) * p_ + to) * 2 + (gradient ? 1 : 0);
+        return channels_[key];
+    }
+
+    // Runs stage s from its next action until it finishes its list or blocks on a receive.
+    void run_stage_until_blocked(int s, std::vector<int>& runnable) {
+        const StagePlan& plan = plans_[s];
+        while (next_[s] < plan.size()) {
+            const Action& a = plan[next_[s]];
+            const double start = clock_[s];
+            if (is_send(a.type)) {
+                Channel& ch = channel(s, a.peer, carries_gradient(a.type));
+                ch.arrival_ms.push_back(start + costs_.p2p_ms);
+                ch.microbatches.push_back(a.microbatch);
+                if (ch.waiting_stage >= 0) {
+                    runnable.push_back(ch.waiting_stage);
+                    ch.waiting_stage = -1;
+                }
+            } else if (is_recv(a.type)) {
+                Channel& ch = channel(a.peer, s, carries_gradient(a.type));
+                const bool arrived = ch.received < ch.arrival_ms.size();
+                if (!arrived || ch.microbatches[ch.received] != a.microbatch) {
+                    if (!arrived) ch.waiting_stage = s;  // a wrong microbatch blocks for good
+                    return;
+                }
+                clock_[s] = std::max(start, ch.arrival_ms[ch.received]);
+                ++ch.received;
+            } else {
+                const double cost = action_cost_ms(a.type, costs_);
+                clock_[s] = start + cost;
+                result_.busy_ms[s] += cost;
+            }
+            result_.timeline[s].push_back({a, start, clock_[s]});
+            ++next_[s];
+        }
+    }
+
+    // What stuck stage s waits for, in words.
+    std::string why_stuck(int s) {
+        const Action& a = plans_[s][next_[s]];
+        const char* what = carries_gradient(a.type) ? "gradient" : "activation";
+        Channel& ch = channel(a.peer, s, carries_gradient(a.type));
+        std::string why = fmt::format("stage {} waits for the {} of microbatch {} from stage {}", s, what,
+                                      a.microbatch, a.peer);
+        if (ch.received < ch.microbatches.size())
+            why += fmt::format(", but stage {} sent microbatch {} next", a.peer, ch.microbatches[ch.received]);
+        else if (next_[a.peer] >= plans_[a.peer].size())
+            why += fmt::format(", but stage {} has finished", a.peer);
+        return why;
+    }
+
+    void finish() {
+        for (int s = 0; s < p_; ++s) result_.makespan_ms = std::max(result_.makespan_ms, clock_[s]);
+        double busy = 0;
+        for (double b : result_.busy_ms) busy += b;
+        const double capacity = p_ * result_.makespan_ms;
+        result_.bubble_fraction = capacity > 0 ? 1.0 - busy / capacity : 0.0;
+        std::vector<std::string> stuck;
+        for (int s = 0; s < p_; ++s)
+            if (next_[s] < plans_[s].size()) stuck.push_back(why_stuck(s));
+        if (!stuck.empty()) {
+            result_.deadlock = true;
+            result_.deadlock_reason = fmt::format("deadlock: {}", fmt::join(stuck, "; "));
+        }
+    }
+};
+
+}  // namespace
+
+void SimCosts::validate() const {
+    if (!(forward_ms > 0) || !std::isfinite(forward_ms))
+        throw UsageError(fmt::format("--forward-ms must be positive, got {}", forward_ms));
+    const std::pair<const char*, double> others[] = {
+        {"--backward-ms", backward_ms}, {"--p2p-ms", p2p_ms}, {"--optimizer-ms", optimizer_ms}};
+    for (const auto& [flag, value] : others)
+        if (!(value >= 0) || !std::isfinite(value))
+            throw UsageError(fmt::format("{} must be >= 0, got {}", flag, value));
+}
+
+double action_cost_ms(ActionType type, const SimCosts& costs) {
+    switch (type) {
+        case ActionType::forward: return costs.forward_ms;
+        case ActionType::backward: return costs.backward_ms;
+        case ActionType::optimizer_step: return costs.optimizer_ms;
+        default: return 0.0;
+    }
+}
+
+SimResult simulate(const std::vector<StagePlan>& plans, const SimCosts& costs) {
+    return Simulator(plans, costs).run();
+}
+
+}  // namespace nb

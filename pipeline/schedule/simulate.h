@@ -1,0 +1,49 @@
+// Timing a schedule without a model: every stage runs its action list in order, with fixed costs.
+//
+// Rules: a forward, backward or optimizer step occupies its stage for its cost. A send takes no stage time
+// (non-blocking) and its data arrives p2p_ms later. A receive waits until its matching send's data has arrived:
+// it completes at max(the time the stage reaches it, send time + p2p_ms). The k-th receive on a channel
+// (from, to, activation|gradient) matches the k-th send on it. When no stage can progress before all are done
+// the run is a deadlock, reported with what each stuck stage waits for.
+//
+// The simulation is event-driven (a stage runs until it blocks; a send wakes the stage waiting on its
+// channel), so it costs O(total actions).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "pipeline/schedule/schedule.h"
+
+namespace nb {
+
+struct SimCosts {
+    double forward_ms = 1;
+    double backward_ms = 2;
+    double p2p_ms = 0;
+    double optimizer_ms = 0;
+    // nb::UsageError naming the flag: forward_ms > 0 (it is the timeline's column width), the others >= 0.
+    void validate() const;
+};
+
+// How long `type` occupies a stage: the compute costs; 0 for sends and receives (their waiting is not a cost).
+double action_cost_ms(ActionType type, const SimCosts& costs);
+
+struct TimedAction {
+    Action action;
+    double start_ms;  // when the stage reached the action
+    double end_ms;    // when it finished (a receive: when its data had arrived; a send: start_ms)
+};
+
+struct SimResult {
+    double makespan_ms = 0;                          // the latest end over all stages
+    std::vector<double> busy_ms;                     // compute (forward, backward, optimizer) per stage
+    double bubble_fraction = 0;                      // 1 - sum(busy_ms) / (stages * makespan_ms)
+    std::vector<std::vector<TimedAction>> timeline;  // per stage, the actions it ran, in order
+    bool deadlock = false;                           // some stage could not finish its list
+    std::string deadlock_reason;                     // which stage waits for what
+};
+
+SimResult simulate(const std::vector<StagePlan>& plans, const SimCosts& costs);
+
+}  // namespace nb

@@ -1,0 +1,110 @@
+#include "pipeline/stage/stage_checkpoint.h"
+
+#include <climits>
+#include <optional>
+#include <set>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "src/core/error.h"
+
+namespace nb {
+
+namespace {
+
+constexpr std::string_view kVersionPrefix = "version.";
+
+std::string version_name(int64_t version, const std::string& param) {
+    return fmt::format("{}{}.{}", kVersionPrefix, version, param);
+}
+
+// "version.<v>.<param>" -> v, when `name` is one and <param> is in `layout`.
+std::optional<int64_t> version_of_name(const std::string& name, const ParamLayout& layout) {
+    if (!name.starts_with(kVersionPrefix)) return std::nullopt;
+    const size_t dot = name.find('.', kVersionPrefix.size());
+    if (dot == std::string::npos || dot == kVersionPrefix.size()) return std::nullopt;
+    int64_t v = 0;
+    for (size_t i = kVersionPrefix.size(); i < dot; ++i) {
+        if (name[i] < '0' || name[i] > '9' || v > (INT64_MAX - 9) / 10) return std::nullopt;
+        v = v * 10 + (name[i] - '0');
+    }
+    if (layout.index_of(name.substr(dot + 1)) < 0) return std::nullopt;
+    return v;
+}
+
+std::vector<std::pair<std::string, const Tensor*>> stage_file_tensors(StageState& state, const OlderVersions& older) {
+    std::vector<std::pair<std::string, const Tensor*>> named;
+    for (const auto& [name, tensor] : state.state_tensors()) named.emplace_back(name, tensor);
+    const ParamLayout& layout = state.model.layout();
+    for (const auto& [version, weights] : older)
+        for (int i = 0; i < layout.size(); ++i) named.emplace_back(version_name(version, layout[i].name), &(*weights)[i]);
+    return named;
+}
+
+}  // namespace
+
+TensorFilePieces stage_state_pieces(StageState& state, const OlderVersions& older) {
+    return TensorFilePieces(stage_file_tensors(state, older));  // not moved: built in place (its pieces view its own headers)
+}
+
+std::string encode_stage_state(StageState& state, const OlderVersions& older) {
+    return stage_state_pieces(state, older).joined();
+}
+
+std::map<int64_t, TensorSet> saved_versions(const std::map<std::string, const Tensor*>& saved,
+                                            const ParamLayout& layout, DType dtype, Device device,
+                                            const std::string& source) {
+    std::set<int64_t> versions;
+    for (const auto& [name, tensor] : saved)
+        if (const auto v = version_of_name(name, layout)) versions.insert(*v);
+    std::map<int64_t, TensorSet> out;
+    for (const int64_t v : versions) {
+        TensorSet weights;
+        for (int i = 0; i < layout.size(); ++i) {
+            const std::string name = version_name(v, layout[i].name);
+            const auto it = saved.find(name);
+            if (it == saved.end())
+                throw RuntimeError(fmt::format("'{}': weight version W{} has no tensor '{}'", source, v, name));
+            const Tensor& t = *it->second;
+            const DType want = layout[i].trainable() ? dtype : DType::f32;  // a buffer stays f32 (make_compute_weights)
+            if (t.dtype() != want || t.shape() != layout[i].shape)
+                throw RuntimeError(fmt::format("'{}': tensor '{}' is {} {}, this run's is {} {}", source, name,
+                                               dtype_name(t.dtype()), shape_string(t.shape()), dtype_name(want),
+                                               shape_string(layout[i].shape)));
+            weights.tensors.push_back(t.clone().to(device));  // its own storage, not the decoded file's
+        }
+        out.emplace(v, std::move(weights));
+    }
+    return out;
+}
+
+void restore_stage_state(StageState& state, const std::map<std::string, const Tensor*>& saved, int64_t steps_taken,
+                         const std::string& source) {
+    const auto named = state.state_tensors();
+    for (const auto& [name, tensor] : named) {  // every check before the first change
+        const auto it = saved.find(name);
+        if (it == saved.end()) throw RuntimeError(fmt::format("'{}': no tensor '{}' (written for another model or "
+                                                              "optimizer?)", source, name));
+        const Tensor& from = *it->second;
+        if (from.dtype() != tensor->dtype() || from.shape() != tensor->shape())
+            throw RuntimeError(fmt::format("'{}': tensor '{}' is {} {}, this run's is {} {}", source, name,
+                                           dtype_name(from.dtype()), shape_string(from.shape()),
+                                           dtype_name(tensor->dtype()), shape_string(tensor->shape())));
+    }
+    if (steps_taken < 0) throw RuntimeError(fmt::format("'{}': step count {} is negative", source, steps_taken));
+    for (const auto& [name, tensor] : named) tensor->copy_from(*saved.at(name));
+    state.optimizer.restore_steps_taken(steps_taken);
+}
+
+std::map<std::string, const Tensor*> tensors_by_name(const std::vector<std::vector<NamedTensor>>& files,
+                                                     const std::string& source) {
+    std::map<std::string, const Tensor*> by_name;
+    for (const auto& file : files)
+        for (const NamedTensor& t : file)
+            if (!by_name.emplace(t.name, &t.tensor).second)
+                throw RuntimeError(fmt::format("'{}': tensor '{}' is in two stage files", source, t.name));
+    return by_name;
+}
+
+}  // namespace nb

@@ -1,0 +1,46 @@
+// A stage's carried state to and from a checkpoint's stage file (docs/DESIGN.md section 8):
+// StageState::state_tensors(), by canonical name, as a named-tensor file (src/core/tensor_file.h), with the
+// optimizer's step count beside it (the manifest holds it). Because the names are per parameter ("weights.<param>",
+// "exp_avg.<param>", "ef_update.<param>", ...), a stage can be restored from the files of any stage cut, merged: that
+// is what lets a gpipe/1f1b/2bw checkpoint load into another number of stages.
+//
+// Beside them go the older weight versions the stage still needs (2bw's previous version, PipeDream's stash),
+// which the runner (pipeline/stage/weight_versions.h) and the oracle (pipeline/stage/weight_history.h) keep, each by its own
+// rule: as "version.<v>.<parameter>", in the backend's compute dtype. Both write the same file for the same state.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "pipeline/stage/stage_state.h"
+#include "src/core/tensor_file.h"
+
+namespace nb {
+
+// Older weight versions by version number (each over the stage's layout); the newest is the master itself.
+using OlderVersions = std::map<int64_t, const TensorSet*>;
+
+// The stage file: every carried tensor of `state`, in canonical order, then each older version in increasing
+// order, its tensors in layout order (device tensors copied to the host); as pieces that view the tensors where
+// they lie (written and hashed in place: no second copy of the state), or as one string.
+TensorFilePieces stage_state_pieces(StageState& state, const OlderVersions& older = {});
+std::string encode_stage_state(StageState& state, const OlderVersions& older = {});
+
+// The older versions `saved` holds for `layout`'s parameters, copied onto `device`. nb::RuntimeError naming
+// `source` for a version that lacks one of them or whose tensor has another shape or a dtype other than `dtype`.
+std::map<int64_t, TensorSet> saved_versions(const std::map<std::string, const Tensor*>& saved,
+                                            const ParamLayout& layout, DType dtype, Device device,
+                                            const std::string& source);
+
+// Sets every carried tensor of `state` from `saved` (tensors by name, from one or more stage files) and the
+// optimizer's step count. Checks first, changes after: nb::RuntimeError "'SOURCE': ..." naming the first tensor
+// that is missing or whose dtype or shape differs, and then nothing in `state` has changed.
+void restore_stage_state(StageState& state, const std::map<std::string, const Tensor*>& saved, int64_t steps_taken,
+                         const std::string& source);
+
+// `files`' tensors by name (they must outlive the map); nb::RuntimeError naming `source` for a name in two files.
+std::map<std::string, const Tensor*> tensors_by_name(const std::vector<std::vector<NamedTensor>>& files,
+                                                     const std::string& source);
+
+}  // namespace nb

@@ -1,0 +1,398 @@
+#include "pipeline/stage/stage_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "src/core/checkpoint_dir.h"
+#include "src/core/error.h"
+#include "src/core/stop_signal.h"
+#include "model/model_step.h"
+#include "optim/grad_clip.h"
+#include "pipeline/stage/fault_injection.h"
+#include "pipeline/stage/stage_checkpoint.h"
+#include "pipeline/stage/stage_moe_observer.h"
+#include "pipeline/stage/stage_report.h"
+#include "pipeline/stage/state_hash.h"
+#include "src/plan/train_progress.h"
+
+namespace nb {
+
+namespace {
+
+// The reader refills its host buffers for every microbatch, and on the CPU the microbatch it hands out is
+// those buffers themselves. A microbatch that waits in flight for its backward needs its own copy.
+Microbatch own_copy(const Microbatch& mb) {
+    if (mb.tokens.device() != Device::cpu) return mb;  // already copied to the device by the reader
+    return {mb.tokens.clone(), mb.targets.clone(), mb.batch_size, mb.seq_len};
+}
+
+Tensor take(std::map<int64_t, Tensor>& from, int64_t microbatch, const char* what) {
+    auto node = from.extract(microbatch);
+    if (node.empty()) throw std::logic_error(fmt::format("{} of microbatch {} is not here", what, microbatch));
+    return std::move(node.mapped());
+}
+
+}  // namespace
+
+StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& transport, Ops& ops)
+    : setup_(setup),
+      o_(setup.options),
+      stage_(stage),
+      first_(setup.cut.at(static_cast<size_t>(stage)).has_embedding),
+      last_(setup.cut.at(static_cast<size_t>(stage)).has_head),
+      transport_(transport),
+      ops_(ops),
+      state_(o_, setup.cut[static_cast<size_t>(stage)], ops.device()),
+      lr_(o_.lr, setup.spec.optimizer_steps()),
+      versions_(ops, state_.model.layout(), state_.master, setup.plans.at(static_cast<size_t>(stage)),
+                o_.delay_fix.kind == DelayFixKind::taylor),
+      data_(open_train_data(o_)),
+      train_reader_(o_),
+      val_reader_(o_),
+      vote_(!o_.save_dir.empty(), setup.num_stages(), setup.first_iteration, setup.end_iteration),
+      tasks_(stage_tasks(setup, stage, data_->val != nullptr)),
+      next_forward_(setup.first_iteration * o_.num_microbatches),
+      next_backward_(next_forward_),
+      meter_(StageClock::Clock::now(), !o_.trace_path.empty()) {
+    if (transport.stage() != stage || transport.num_stages() != setup.num_stages())
+        throw std::logic_error(fmt::format("stage {} of {} given the transport of stage {} of {}", stage,
+                                           setup.num_stages(), transport.stage(), transport.num_stages()));
+}
+
+std::string StageRunner::next_task() const {
+    if (done()) return "done";
+    const StageTask& task = tasks_[next_];
+    // A blocked optimizer step or evaluation waits for something its description does not name.
+    if (step_begun_) return describe(task) + ": the all-gather of every stage's clip sums (--clip-scope global)";
+    if (task.kind == StageTask::Kind::evaluate && !first_)
+        return fmt::format("{}: its input from stage {}", describe(task), stage_ - 1);
+    return describe(task);
+}
+
+void StageRunner::restore(const std::map<std::string, const Tensor*>& saved, int64_t steps_taken, LoaderPosition data,
+                          const std::string& source) {
+    std::map<int64_t, TensorSet> older =
+        saved_versions(saved, state_.model.layout(), ops_.activation_dtype(), ops_.device(), source);
+    restore_stage_state(state_, saved, steps_taken, source);
+    versions_.restore(steps_taken, std::move(older), source);
+    data_->train->seek(data);
+}
+
+void StageRunner::start_clock(StageClock::Clock::time_point origin) { meter_.start_clock(origin); }
+
+bool StageRunner::try_advance() {
+    if (done()) return false;
+    meter_.task_started();
+    post_receives_ahead();
+    const StageTask& task = tasks_[next_];
+    if (!gate(task)) {
+        meter_.blocked(task, false);
+        return false;
+    }
+    if (vote_.stop_iteration() < setup_.end_iteration && !tasks_dropped_) {
+        drop_tasks_after_stop();
+        return true;  // the next task may be another one now
+    }
+    post_receives_ahead();  // again: the gate may have opened an iteration
+    inject_fault(task);
+    const bool step_begun_before = step_begun_;
+    if (!run(task)) {
+        // An optimizer step under the global clip does its own part (average, sums of squares) and then waits.
+        meter_.blocked(task, step_begun_ && !step_begun_before);
+        return false;
+    }
+    meter_.task_ran(task);
+    ++next_;
+    return true;
+}
+
+// Posting a receive early lets the message land while this stage computes (and over MPI, straight into its
+// buffer). Posting only a few tasks ahead bounds the buffers waiting.
+void StageRunner::post_receives_ahead() {
+    const size_t end = std::min(tasks_.size(), next_ + kLookahead);
+    const Shape shape = {setup_.rows(), o_.model.hidden_size};
+    size_t i = std::max(posted_until_, next_);
+    for (; i < end; ++i) {
+        const StageTask& t = tasks_[i];
+        if (iteration_of(setup_, t) > vote_.open_until()) break;  // not known to run yet
+        if (t.kind == StageTask::Kind::action &&
+            (t.action.type == ActionType::recv_activation || t.action.type == ActionType::recv_gradient))
+            transport_.post_recv(t.action.peer, tag_of(t.action), shape, ops_.activation_dtype());
+        if (t.kind == StageTask::Kind::evaluate && !first_)
+            transport_.post_recv(stage_ - 1, {Channel::eval_activation, t.eval_index}, shape, ops_.activation_dtype());
+    }
+    posted_until_ = std::max(posted_until_, i);
+}
+
+// A task of iteration i may start once the stages' votes say that i runs; the save after iteration i also
+// needs to know whether i + 1 does (if not, i is the last and saves).
+bool StageRunner::gate(const StageTask& task) {
+    const int64_t iteration = iteration_of(setup_, task);
+    return vote_.known(transport_, task.kind == StageTask::Kind::save ? iteration + 1 : iteration);
+}
+
+// The stages agreed to stop before setup.end_iteration: no task of the iterations after the stop has started or
+// posted a receive (gate), so they go, and the run finishes after the last one's save.
+void StageRunner::drop_tasks_after_stop() {
+    const int64_t stop = vote_.stop_iteration();
+    const auto first = tasks_.begin() + static_cast<std::ptrdiff_t>(next_);
+    tasks_.erase(std::remove_if(first, tasks_.end(),
+                                [&](const StageTask& t) {
+                                    return t.kind != StageTask::Kind::finish && iteration_of(setup_, t) >= stop;
+                                }),
+                 tasks_.end());
+    tasks_dropped_ = true;
+}
+
+void StageRunner::inject_fault(const StageTask& task) {
+    if (task.kind != StageTask::Kind::action) return;
+    if (stage_ == o_.signal_rank && task.action.step == o_.signal_at_step) record_stop_signal(SIGTERM);
+    if (stage_ == o_.stall_rank && task.action.step == o_.stall_at_step) stall_forever();
+    if (stage_ != o_.fail_rank || task.action.step != o_.fail_at_step) return;
+    throw RuntimeError(fmt::format("injected failure as step {} begins (--fail-at-step {} --fail-rank {})",
+                                   o_.fail_at_step, o_.fail_at_step, o_.fail_rank));
+}
+
+bool StageRunner::kill_asked(KillPoint point) const {
+    return stage_ == o_.kill_rank && o_.kill_during == point;
+}
+
+void StageRunner::die_if_asked(KillPoint point, int64_t step) const {
+    if (kill_asked(point) && step == o_.kill_at_step) die_by_sigkill();
+}
+
+bool StageRunner::run(const StageTask& task) {
+    switch (task.kind) {
+        case StageTask::Kind::action: return run_action(task.action);
+        case StageTask::Kind::evaluate: return evaluate(task);
+        case StageTask::Kind::report: report(task); return true;
+        case StageTask::Kind::vote: return vote(task);
+        case StageTask::Kind::save: save(task); return true;
+        case StageTask::Kind::finish: return finish();
+    }
+    return false;
+}
+
+bool StageRunner::run_action(const Action& a) {
+    switch (a.type) {
+        case ActionType::recv_activation: return receive(a, activations_in_);
+        case ActionType::recv_gradient: return receive(a, gradients_in_);
+        case ActionType::forward: forward(a); return true;
+        case ActionType::backward: backward(a); return true;
+        case ActionType::send_activation: send(a, activations_out_); return true;
+        case ActionType::send_gradient: send(a, gradients_out_); return true;
+        case ActionType::optimizer_step: return optimizer_step(a);
+    }
+    return false;
+}
+
+MessageTag StageRunner::tag_of(const Action& a) const {
+    const bool forward_direction = a.type == ActionType::send_activation || a.type == ActionType::recv_activation;
+    return {forward_direction ? Channel::activation : Channel::gradient, a.microbatch};
+}
+
+int64_t StageRunner::iteration_of_microbatch(int64_t microbatch) const { return microbatch / o_.num_microbatches; }
+
+// ---- communication ----
+
+bool StageRunner::receive(const Action& a, std::map<int64_t, Tensor>& into) {
+    die_if_asked(KillPoint::receive, a.step);
+    std::optional<Tensor> t = transport_.try_take(a.peer, tag_of(a));
+    if (!t) return false;
+    into.emplace(a.microbatch, std::move(*t));
+    return true;
+}
+
+void StageRunner::send(const Action& a, std::map<int64_t, Tensor>& from) {
+    transport_.send(a.peer, tag_of(a), take(from, a.microbatch, action_type_name(a.type).data()));
+}
+
+// ---- compute ----
+
+void StageRunner::forward(const Action& a) {
+    if (a.microbatch != next_forward_)  // the data is read in microbatch order
+        throw std::logic_error(fmt::format("forward of microbatch {} when {} is next", a.microbatch, next_forward_));
+    die_if_asked(KillPoint::forward, a.step);
+    ++next_forward_;
+    InFlight& f = in_flight_[a.microbatch];
+    f.batch = own_copy(train_reader_.next(*data_->train, ops_.device()));
+    Tensor x = first_ ? Tensor{} : take(activations_in_, a.microbatch, "the input activation");
+    StageMoeObserver moe(meter_, &moe_loads_[iteration_of_microbatch(a.microbatch)], a.microbatch, a.version);
+    LayerContext ctx{ops_, versions_.at(a.version), &state_.grads, f.batch, &moe};
+    Tensor y = stage_forward(state_.model, ctx, x, &f.stashes);
+    versions_.release(a.version);
+    for (const Stash& st : f.stashes) f.stash_bytes += st.bytes();
+    meter_.stash_added(f.stash_bytes);
+    if (last_)
+        loss_sums_[iteration_of_microbatch(a.microbatch)] += y.f32()[0];
+    else
+        activations_out_.emplace(a.microbatch, std::move(y));
+}
+
+void StageRunner::backward(const Action& a) {
+    // Each backward adds onto the step's gradient sum, so their order is the order of the sum: it must be the
+    // oracle's, microbatch order, whatever the schedule.
+    if (a.microbatch != next_backward_)
+        throw std::logic_error(
+            fmt::format("backward of microbatch {} when {} is next: gradients are summed "
+                        "in microbatch order",
+                        a.microbatch, next_backward_));
+    if (setup_.spec.step_of(a.microbatch) != a.step)
+        throw std::logic_error(fmt::format("backward of microbatch {} counted in step {}", a.microbatch, a.step));
+    ++next_backward_;
+    auto node = in_flight_.extract(a.microbatch);
+    if (node.empty()) throw std::logic_error(fmt::format("backward of microbatch {} before its forward", a.microbatch));
+    InFlight& f = node.mapped();
+    Tensor dy = last_ ? loss_gradient() : take(gradients_in_, a.microbatch, "the output gradient");
+    StageMoeObserver moe(meter_, nullptr, a.microbatch, a.version);  // for --trace: the loads were counted forward
+    LayerContext ctx{ops_, versions_.at(a.version), &state_.grads, f.batch, &moe};
+    Tensor dx = stage_backward(state_.model, ctx, dy, f.stashes);
+    versions_.release(a.version);
+    meter_.stash_released(f.stash_bytes);
+    ++accumulated_;
+    if (!first_) gradients_out_.emplace(a.microbatch, std::move(dx));
+}
+
+// ---- the optimizer step ----
+
+bool StageRunner::optimizer_step(const Action& a) {
+    if (!step_begun_) begin_step(a);
+    const std::optional<double> norm = clip_norm(a);
+    if (!norm) return false;  // waiting for the other stages' sums of squares
+    finish_step(a, *norm);
+    return true;
+}
+
+// The gradient of the step is complete: average it and contribute to the norm.
+void StageRunner::begin_step(const Action& a) {
+    const int64_t n = setup_.spec.microbatches_per_step();
+    if (accumulated_ != n)
+        throw std::logic_error(fmt::format("optimizer step {} after {} backwards, not {}", a.step, accumulated_, n));
+    average_grads(ops_, state_.model.layout(), state_.grads, n);
+    step_sums_ = param_sum_squares(ops_, state_.model.layout(), state_.grads);
+    if (o_.clip_scope == ClipScope::global)
+        transport_.start_allgather({Channel::clip_sums, a.step}, step_sums_, setup_.param_tensor_counts());
+    step_begun_ = true;
+}
+
+// --clip-scope global: the norm over every stage, from all of their per-parameter sums in canonical order
+// (the same bits on every stage, and the bits of the unsplit model); stage: this stage's own norm.
+std::optional<double> StageRunner::clip_norm(const Action& a) {
+    if (o_.clip_scope != ClipScope::global) return std::sqrt(total_sum_squares({step_sums_}));
+    std::optional<std::vector<std::vector<double>>> all = transport_.try_take_allgather({Channel::clip_sums, a.step});
+    if (!all) return std::nullopt;
+    return std::sqrt(total_sum_squares(*all));
+}
+
+void StageRunner::finish_step(const Action& a, double norm) {
+    clip_grads_to_norm(ops_, state_.model.layout(), state_.grads, norm, o_.clip_grad);
+    const double lr = lr_.lr_at(a.step);
+    // Taylor's compensation reads the stale version the gradient came from; it is let go before the update so
+    // that the stage never holds more versions than its schedule needs.
+    const std::optional<int64_t> stale = versions_.stale_version_of_step(a.step);
+    if (stale) {
+        state_.optimizer.compensate(ops_, state_.model.layout(), state_.master, state_.grads, &versions_.at(*stale));
+        versions_.release(*stale);
+    }
+    die_if_asked(KillPoint::optimizer, a.step);
+    versions_.before_update();
+    state_.optimizer.update(ops_, state_.model.layout(), state_.master, state_.grads, static_cast<float>(lr),
+                      !setup_.spec.is_synchronous_step(a.step));
+    versions_.after_update(a.version);
+    state_.grads.zero();
+    accumulated_ = 0;
+    step_begun_ = false;
+    reported_sums_ = std::move(step_sums_);
+    step_sums_.clear();
+}
+
+// ---- evaluation, reports, the end ----
+
+// One validation microbatch through this stage, forward only, with the newest weights. The validation
+// loader starts over with the first one, as validation_loss (train_data.h) does.
+bool StageRunner::evaluate(const StageTask& task) {
+    Tensor x;
+    if (!first_) {
+        std::optional<Tensor> in = transport_.try_take(stage_ - 1, {Channel::eval_activation, task.eval_index});
+        if (!in) return false;
+        x = std::move(*in);
+    }
+    if (task.eval_position == 0) {
+        data_->val->reset();
+        val_loss_sum_ = 0;
+        evaluated_iteration_ = task.iteration;
+    }
+    const Microbatch batch = val_reader_.next(*data_->val, ops_.device());
+    LayerContext ctx{ops_, versions_.newest(), nullptr, batch};
+    Tensor y = stage_forward(state_.model, ctx, x, nullptr);
+    if (last_)
+        val_loss_sum_ += y.f32()[0];
+    else
+        transport_.send(stage_ + 1, {Channel::eval_activation, task.eval_index}, y);
+    return true;
+}
+
+void StageRunner::report(const StageTask& task) {
+    StageReport r;
+    r.iteration = task.iteration;
+    r.sum_squares = reported_sums_;
+    if (auto moe = moe_loads_.extract(task.iteration)) r.moe = moe.mapped().blocks();
+    meter_.take_report(r);
+    if (last_) {
+        r.loss_sum = loss_sums_[task.iteration];
+        loss_sums_.erase(task.iteration);
+        if (evaluated_iteration_ == task.iteration) r.val_loss_sum = val_loss_sum_;
+        IterationReport line;
+        line.iteration = task.iteration + 1;
+        line.loss = *r.loss_sum / static_cast<double>(o_.num_microbatches);
+        apply_nan_policy(line, o_.stop_on_nan);  // here, before the report: the error names this stage
+    }
+    transport_.send_values(0, {Channel::report, task.iteration}, r.to_values());
+}
+
+// ---- checkpoints ----
+
+bool StageRunner::vote(const StageTask& task) {
+    vote_.vote(transport_, task.iteration, stop_signal_received());
+    return true;
+}
+
+// The stage's file of checkpoint step t = iteration + 1 (its state after the update that ended the iteration),
+// then its size and sha256 to stage 0 (src/run/progress_collector.h writes the manifest once all have come).
+void StageRunner::save(const StageTask& task) {
+    const int64_t step = task.iteration + 1;
+    if (!setup_.saves_after(task.iteration) && !vote_.ends_early_after(task.iteration)) return;
+    const std::string dir = make_step_dir(o_.save_dir, step);
+    const TensorFilePieces file = stage_state_pieces(state_, versions_.older_versions());
+    if (kill_asked(KillPoint::checkpoint) && setup_.iteration_of_step(o_.kill_at_step) <= task.iteration)
+        die_writing_half(dir + "/" + stage_file_name(stage_), file.joined());
+    const CheckpointEntry entry = write_checkpoint_file(dir, stage_file_name(stage_), file.pieces());
+    const LoaderPosition data = data_->train->position_after(step * o_.num_microbatches * o_.micro_batch_size);
+    const CheckpointReport r{entry.bytes, state_.optimizer.steps_taken(), data.epoch, data.index, entry.sha256};
+    transport_.send_values(0, {Channel::checkpoint, step}, r.to_values());
+}
+
+// To stage 0: the master weights, the optimizer state (both hashed there, pipeline/stage/state_hash.h), the final
+// values and, with --trace, the timed records. Every stop vote started is taken first (MPI wants every
+// collective completed).
+bool StageRunner::finish() {
+    if (!vote_.drain(transport_)) return false;
+    for (int i = 0; i < state_.master.size(); ++i) transport_.send(0, {Channel::final_weights, i}, state_.master[i]);
+    const std::vector<Tensor> state = state_.optimizer.state_in_order();
+    for (size_t i = 0; i < state.size(); ++i)
+        transport_.send(0, {Channel::final_optimizer, static_cast<int64_t>(i)}, state[i]);
+    StageFinal f;
+    f.peak_versions = versions_.peak_held();
+    std::optional<std::vector<double>> trace = meter_.finish(f);
+    transport_.send_values(0, {Channel::final_values, 0}, f.to_values());
+    if (trace) transport_.send_values(0, {Channel::trace, 0}, std::move(*trace));
+    return true;
+}
+
+}  // namespace nb

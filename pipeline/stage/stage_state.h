@@ -1,0 +1,39 @@
+// StageState: one pipeline stage as data (docs/DESIGN.md section 1, "A stage is data"): its slice of the model, its f32
+// master weights (the newest version), the sum of its gradients over the current step, and its optimizer and
+// delay-mitigation state. Every training loop builds its stages with this one constructor: the plain loop (one
+// stage holding the whole model), each StageRunner of the executor, and each stage of the oracle.
+//
+// The weight versions a schedule computes with are kept beside it by whoever runs the schedule
+// (pipeline/stage/weight_versions.h in the executor, pipeline/stage/weight_history.h in the oracle, which must reach them by
+// its own rule), and the gradients are work in flight (zeroed as each step begins): neither is part of
+// state_tensors(), the state that carries from one step to the next.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/stage_model.h"
+#include "optim/stage_optimizer.h"
+#include "src/plan/train_options.h"
+
+namespace nb {
+
+struct StageState {
+    // The stage `spec` of --model, initialised from --seed (per parameter name: the same values for any cut),
+    // with the optimizer and mitigation of the options. UsageError for a bad optimizer configuration.
+    StageState(const TrainOptions& options, const StageSpec& spec, Device device);
+
+    StageModel model;
+    TensorSet master;
+    TensorSet grads;
+    StageOptimizer optimizer;
+
+    // Every tensor that carries from step to step, by canonical name, in canonical order: the master weights
+    // ("weights.<parameter>", layout order), then the optimizer's and the mitigation's state (their own names,
+    // e.g. "exp_avg.layers.0.attn.wq", StageOptimizer::state_tensors). The two fingerprints hash these, in this
+    // order (pipeline/stage/state_hash.h).
+    std::vector<std::pair<std::string, Tensor*>> state_tensors();
+};
+
+}  // namespace nb

@@ -1,0 +1,60 @@
+// StopVote: how the stages of a pipeline agree, while they run, on the iteration after which they all stop
+// (a SIGTERM or SIGUSR1 reached one of them: docs/DESIGN.md section 9), without a flush and without a stage ever
+// starting work that another will not match.
+//
+// Every stage votes at the end of each iteration j: a non-blocking all-gather {Channel::stop_vote, j} of one
+// number, the signal that asked it to stop (src/core/stop_signal.h), else 0. Stages run ahead of each other by
+// less than L = max(P, 2) iterations, so a stage needs the vote of iteration j only when it reaches iteration
+// j + L; by then every stage has voted and the vote has usually long completed. Its outcome:
+//   all 0    iterations up to j + L run (the stage may now start, and post receives for, iteration j + L);
+//   any 1    the run stops after iteration j + L - 1: every stage's last started iteration, as none of them
+//            could start iteration j + L without this vote. Each stage saves there and finishes.
+// So every stage reaches the same stop, nothing is in flight past it, and every stage starts the same
+// all-gathers (an MPI rule). A stop is answered within L iterations of the signal.
+//
+// Without --save there is nowhere to save: no votes, every iteration is open (the runner passes enabled=false).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "pipeline/transport/transport.h"
+
+namespace nb {
+
+class StopVote {
+public:
+    // Iterations [first, end) of a run of `num_stages` stages.
+    StopVote(bool enabled, int num_stages, int64_t first, int64_t end);
+
+    // This stage's vote at the end of `iteration` (the runner calls it once per iteration, in order).
+    void vote(Transport& transport, int64_t iteration, int stop_signal);
+    // True once it is known whether `iteration` runs (then: it runs iff iteration < stop_iteration()); takes the
+    // votes that decide it as they arrive, false while one has not.
+    bool known(Transport& transport, int64_t iteration);
+    // The first iteration that does not run: `end`, or the agreed stop.
+    int64_t stop_iteration() const { return stop_; }
+    bool stopped_early() const { return stopped_early_; }
+    // `iteration` is the last of an agreed early stop (the stages save there whatever --save-interval says).
+    bool ends_early_after(int64_t iteration) const { return stopped_early_ && iteration + 1 == stop_; }
+    int stop_signal() const { return stop_signal_; }  // the signal of the first stage that asked, once stopped
+    // The iterations known to run so far: [first, open_until()]. A stage posts receives only up to it.
+    int64_t open_until() const;
+    // Takes the outcome of every vote started and not yet taken (before the stage finishes); false while one has
+    // not arrived.
+    bool drain(Transport& transport);
+
+private:
+    bool take_next(Transport& transport);
+
+    bool enabled_;
+    int num_stages_;
+    int64_t lag_;        // L
+    int64_t stop_;       // first iteration not run
+    int64_t next_take_;  // the vote to take next
+    int64_t voted_until_;  // votes started: iterations < voted_until_
+    bool stopped_early_ = false;
+    int stop_signal_ = 0;
+};
+
+}  // namespace nb

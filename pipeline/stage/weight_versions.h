@@ -1,0 +1,74 @@
+// WeightVersions: the weight versions one pipeline stage holds while it runs its plan (docs/DESIGN.md section 2).
+//
+// Version v is W_v, the stage's weights after v optimizer steps. The newest version is the stage's compute
+// weights themselves, which the optimizer updates in place; an older version exists only as a snapshot, taken
+// just before the update that would overwrite it and only when a forward or backward still to come uses it
+// (PipeDream's weight stashing, PipeDream-2BW's second buffer). A snapshot is dropped after its last use. The
+// uses are counted from the stage's plan up front, so the stage holds exactly what the schedule needs:
+// 1 version for gpipe/1f1b (no copy ever), 2 for 2bw, p - s for pipedream at stage s (pipeline/schedule/schedule.h's
+// max_versions_held says the same).
+//
+// This is pipeline/stage/weight_history.h's idea (an explicit map from version to weights) for one stage that runs
+// a schedule's action list, where the oracle's history serves stages that step in lockstep.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "model/params.h"
+#include "pipeline/schedule/schedule.h"
+
+namespace nb {
+
+class Ops;
+
+class WeightVersions {
+public:
+    // `master`: the stage's f32 master weights, which hold W_0 now and which the optimizer will update (they
+    // must outlive this object). `plan`: the stage's actions, whose forwards and backwards are the uses.
+    // `optimizer_reads_stale` (--delay-fix taylor): an optimizer step whose gradient came from an older version
+    // than the newest also uses that version (stale_version_of_step); it is released after the compensation.
+    WeightVersions(Ops& ops, const ParamLayout& layout, const TensorSet& master, const StagePlan& plan,
+                   bool optimizer_reads_stale = false);
+
+    // With optimizer_reads_stale: the version optimizer step `step`'s gradient was computed at, when it is older
+    // than W_step (the step then uses it once more: release it when done); nullopt otherwise.
+    std::optional<int64_t> stale_version_of_step(int64_t step) const;
+
+    // W_version, for a forward or backward. std::logic_error naming the version and what is held when it is
+    // not held: the plan asks for a version that does not exist yet or was dropped.
+    const TensorSet& at(int64_t version) const;
+    const TensorSet& newest() const { return compute_; }
+
+    // One forward or backward of `version` is done: a snapshot whose uses are over is dropped.
+    void release(int64_t version);
+
+    // Around the optimizer's in-place update of the master, which makes `new_version`: before it, snapshot the
+    // newest version if uses of it are still to come; after it, refresh the compute weights from the master.
+    void before_update();
+    void after_update(int64_t new_version);
+
+    // The versions older than the newest that are held now (what a checkpoint saves beside the master).
+    std::map<int64_t, const TensorSet*> older_versions() const;
+    // Resuming after `newest` optimizer steps (the master holds W_newest again): the compute weights are
+    // refreshed from the master and the older versions taken from `older` (a checkpoint's). nb::RuntimeError
+    // naming `source` when one that the plan still uses is not there; a version it does not use is dropped.
+    void restore(int64_t newest, std::map<int64_t, TensorSet> older, const std::string& source);
+
+    int held() const { return static_cast<int>(snapshots_.size()) + 1; }
+    int peak_held() const { return peak_; }
+
+private:
+    Ops& ops_;
+    const TensorSet& master_;
+    TensorSet compute_;  // W_newest: the master itself where the backend computes in f32
+    int64_t newest_ = 0;
+    std::map<int64_t, TensorSet> snapshots_;  // older versions still to be used
+    std::map<int64_t, int64_t> uses_left_;    // forwards and backwards still to come, per version
+    std::map<int64_t, int64_t> stale_of_step_;  // optimizer step -> the older version its gradient used
+    int peak_ = 1;
+};
+
+}  // namespace nb

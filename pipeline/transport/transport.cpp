@@ -1,0 +1,27 @@
+#include "pipeline/transport/transport.h"
+
+#include <fmt/format.h>
+
+namespace nb {
+
+const char* channel_name(Channel channel) {
+    switch (channel) {
+        case Channel::activation: return "activation";
+        case Channel::gradient: return "gradient";
+        case Channel::eval_activation: return "eval_activation";
+        case Channel::report: return "report";
+        case Channel::final_weights: return "final_weights";
+        case Channel::final_values: return "final_values";
+        case Channel::clip_sums: return "clip_sums";
+        case Channel::final_optimizer: return "final_optimizer";
+        case Channel::trace: return "trace";
+        case Channel::announce: return "announce";
+        case Channel::stop_vote: return "stop_vote";
+        case Channel::checkpoint: return "checkpoint";
+    }
+    return "?";
+}
+
+std::string describe(const MessageTag& tag) { return fmt::format("{} {}", channel_name(tag.channel), tag.index); }
+
+}  // namespace nb
