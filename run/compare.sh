@@ -14,7 +14,7 @@
 # Usage: run/compare.sh [--grid main|cpu|smoke] [--out DIR]
 #   main   `make run`: the delay-sweep default model on fortunes, 1f1b against 2bw (Muon, ef) on 2 ranks, 300
 #          steps each (about 90 s on 2 cores); train points only
-#   cpu    the CPU grid of README "Comparing schedules": gpipe 1f1b 2bw pipedream x P in {2, 4} x m in {P, 2P}
+#   cpu    the CPU grid of docs/cluster.md, "Comparing schedules": gpipe 1f1b 2bw pipedream x P in {2, 4} x m in {P, 2P}
 #          through bench schedules, and AdamW / Muon under 1f1b, 2bw and 2bw + ef as train points (about 5 minutes)
 #   smoke  seconds: the machinery only (tests/cli/test_compare.sh, tests/slurm/test_slurm.sh)
 # Every knob below can be set in the environment to change a grid (for example BENCH_SCHEDULES="1f1b 2bw").

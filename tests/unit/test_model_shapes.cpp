@@ -143,7 +143,7 @@ TEST_CASE("the expert bias is a zero f32 buffer per MoE block, present only when
     for (int i = 0; i < plain.size(); ++i) CHECK(t.layout[i].name == plain[i].name);  // the optimizer's view
 }
 
-// README "Mixture of Experts", optimizers: Muon's Newton-Schulz runs on each expert's w_gate, w_up, w_down alone
+// docs/moe.md "How the optimizers treat experts": Muon's Newton-Schulz runs on each expert's w_gate, w_up, w_down alone
 // (separate [f, d] / [d, f] parameters, never one stacked [E f, d]) and on the router [E, d] as on any hidden matrix.
 TEST_CASE("Muon sees the router and each expert's matrices as separate hidden matrices") {
     const ModelConfig c = model_preset("tiny-moe");
