@@ -72,19 +72,9 @@ static std::string manifest_json(const ParamLayout& layout, const AdamWConfig& a
 }
 
 int main(int argc, char** argv) {
-    std::string workdir;
-    for (int i = 1; i < argc; ++i) {
-        std::string arg = argv[i];
-        if (arg == "--workdir" && i + 1 < argc) workdir = argv[++i];
-        else {
-            std::fprintf(stderr, "usage: dump_adamw --workdir DIR\n");
-            return 2;
-        }
-    }
-    if (workdir.empty()) {
-        std::fprintf(stderr, "usage: dump_adamw --workdir DIR\n");
-        return 2;
-    }
+    const std::optional<WorkdirArgs> args = parse_workdir_args(argc, argv, {}, "dump_adamw --workdir DIR");
+    if (!args) return 2;
+    const std::string& workdir = args->workdir;
     try {
         CpuOps ops;
         const ParamLayout layout = make_layout();

@@ -35,15 +35,8 @@ using namespace nb::test;
 namespace {
 
 ModelConfig small_config(bool tied = false) {
-    ModelConfig c;
-    c.preset = "fd-small";
-    c.vocab_size = 32;
-    c.hidden_size = 16;
-    c.ffn_hidden_size = 24;
-    c.num_layers = 2;
-    c.num_heads = 4;
-    c.num_kv_heads = 2;
-    c.tie_embeddings = tied;
+    const ModelConfig c{.preset = "fd-small", .vocab_size = 32, .hidden_size = 16, .ffn_hidden_size = 24,
+                        .num_layers = 2, .num_heads = 4, .num_kv_heads = 2, .tie_embeddings = tied};
     c.validate();
     return c;
 }
@@ -143,7 +136,21 @@ struct LayerUnderTest {
     ParamLayout layout;
     std::unique_ptr<Layer> layer;
     TensorSet weights, grads;
+
+    // Once the layer has filled the layout: weights from random_weights, gradients zero.
+    void randomize(std::mt19937& rng) {
+        weights = random_weights(layout, rng);
+        grads = TensorSet::zeros(layout);
+    }
 };
+
+// Transformer block `index` of `c`, randomized.
+LayerUnderTest block_under_test(const ModelConfig& c, int index, std::mt19937& rng) {
+    LayerUnderTest t;
+    t.layer = make_transformer_block(c, index, t.layout);
+    t.randomize(rng);
+    return t;
+}
 
 }  // namespace
 
@@ -154,8 +161,7 @@ TEST_CASE("embedding layer backward matches finite differences") {
     LayerUnderTest t;
     t.layer = make_embedding_layer(c, t.layout);
     REQUIRE(t.layout.size() == 1);
-    t.weights = random_weights(t.layout, rng);
-    t.grads = TensorSet::zeros(t.layout);
+    t.randomize(rng);
     // Repeated tokens make the scatter-add accumulate more than one row into a table row.
     Microbatch mb = random_batch(c, 2, 5, rng);
     mb.tokens.i32()[3] = mb.tokens.i32()[7] = mb.tokens.i32()[8];
@@ -178,12 +184,9 @@ TEST_CASE("transformer block backward matches finite differences") {
     CpuOps ops;
     std::mt19937 rng(102);
     const ModelConfig c = small_config();
-    LayerUnderTest t;
-    t.layer = make_transformer_block(c, 1, t.layout);
+    LayerUnderTest t = block_under_test(c, 1, rng);
     REQUIRE(t.layout.size() == 9);
     CHECK(t.layout[0].name == "layers.1.attn_norm.weight");
-    t.weights = random_weights(t.layout, rng);
-    t.grads = TensorSet::zeros(t.layout);
     const Microbatch mb = random_batch(c, 2, 5, rng);
     Tensor x = randn({mb.rows(), c.hidden_size}, rng);
     const Tensor R = randn({mb.rows(), c.hidden_size}, rng);
@@ -209,9 +212,7 @@ TEST_CASE("transformer block backward accumulates into the weight gradients") {
     CpuOps ops;
     std::mt19937 rng(103);
     const ModelConfig c = small_config();
-    LayerUnderTest t;
-    t.layer = make_transformer_block(c, 0, t.layout);
-    t.weights = random_weights(t.layout, rng);
+    LayerUnderTest t = block_under_test(c, 0, rng);
     const Microbatch mb = random_batch(c, 2, 5, rng);
     const Tensor x = randn({mb.rows(), c.hidden_size}, rng), R = randn({mb.rows(), c.hidden_size}, rng);
     TensorSet once = TensorSet::zeros(t.layout), twice = TensorSet::zeros(t.layout);
@@ -299,8 +300,7 @@ TEST_CASE("output head backward matches finite differences") {
         REQUIRE(t.layout.size() == 2);
         CHECK(t.layout[tied ? 0 : 1].name == (tied ? "embedding.weight" : "lm_head.weight"));
         CHECK(t.layout.index_of("final_norm.weight") >= 0);
-        t.weights = random_weights(t.layout, rng);
-        t.grads = TensorSet::zeros(t.layout);
+        t.randomize(rng);
         const Microbatch mb = random_batch(c, 2, 5, rng);
         Tensor x = randn({mb.rows(), c.hidden_size}, rng);
         const float dloss = 0.75f;  // the head scales by d(objective)/d(mean loss)
