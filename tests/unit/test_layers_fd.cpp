@@ -144,6 +144,18 @@ struct LayerUnderTest {
     }
 };
 
+// `check` on small_config untied and then tied (what the head and the whole model depend on), each with its own
+// ops and a generator seeded `untied_seed` untied, `untied_seed` + 1 tied.
+void for_untied_and_tied(unsigned untied_seed,
+                         const std::function<void(CpuOps&, std::mt19937&, const ModelConfig&, bool tied)>& check) {
+    for (bool tied : {false, true}) {
+        CAPTURE(tied);
+        CpuOps ops;
+        std::mt19937 rng(untied_seed + (tied ? 1 : 0));
+        check(ops, rng, small_config(tied), tied);
+    }
+}
+
 // Transformer block `index` of `c`, randomized.
 LayerUnderTest block_under_test(const ModelConfig& c, int index, std::mt19937& rng) {
     LayerUnderTest t;
@@ -288,11 +300,7 @@ TEST_CASE("MoE feed-forward backward matches finite differences") {
 }
 
 TEST_CASE("output head backward matches finite differences") {
-    for (bool tied : {false, true}) {
-        CAPTURE(tied);
-        CpuOps ops;
-        std::mt19937 rng(tied ? 105 : 104);
-        const ModelConfig c = small_config(tied);
+    for_untied_and_tied(104, [](CpuOps& ops, std::mt19937& rng, const ModelConfig& c, bool tied) {
         LayerUnderTest t;
         // A tied head reads the embedding matrix, which must already be in the layout.
         if (tied) make_embedding_layer(c, t.layout);
@@ -323,15 +331,11 @@ TEST_CASE("output head backward matches finite differences") {
             CAPTURE(t.layout[i].name);
             fd_expect(t.layout[i].name, t.weights[i], t.grads[i], objective, rng, tol);
         }
-    }
+    });
 }
 
 TEST_CASE("whole model forward_backward matches finite differences") {
-    for (bool tied : {false, true}) {
-        CAPTURE(tied);
-        CpuOps ops;
-        std::mt19937 rng(tied ? 107 : 106);
-        const ModelConfig c = small_config(tied);
+    for_untied_and_tied(106, [](CpuOps& ops, std::mt19937& rng, const ModelConfig& c, bool tied) {
         const StageModel model(c, whole_model_spec(c));
         TensorSet weights = random_weights(model.layout(), rng);
         TensorSet grads = TensorSet::zeros(model.layout());
@@ -349,5 +353,5 @@ TEST_CASE("whole model forward_backward matches finite differences") {
             CAPTURE(model.layout()[i].name);
             fd_expect(model.layout()[i].name, weights[i], grads[i], objective, rng, tol);
         }
-    }
+    });
 }
