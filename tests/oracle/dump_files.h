@@ -53,6 +53,13 @@ inline void write_set(const std::string& path, const TensorSet& set) {
     write_tensors(path, tensors);
 }
 
+// A layout of these parameters, in this order.
+inline ParamLayout layout_of(const std::vector<ParamInfo>& params) {
+    ParamLayout layout;
+    for (const ParamInfo& p : params) layout.add(p);
+    return layout;
+}
+
 // Uniform(lo, hi) per element, plus `norm_gain_base` on norm gains.
 inline TensorSet uniform_set(const ParamLayout& layout, std::mt19937& rng, float lo, float hi, float norm_gain_base) {
     std::uniform_real_distribution<float> uniform(lo, hi);
