@@ -16,10 +16,7 @@ namespace nb::cli {
 namespace {
 
 struct BenchOpsFlags {
-    int steps = 5;
-    int gemm_size = 2048;
-    int64_t micro_batch_size = 8;
-    int64_t seq_length = 256;
+    StepBenchFlags step{.gemm_size = 2048, .seq_length = 256};
     double target = 0.30;
     bool profile = false;
 };
@@ -35,15 +32,16 @@ double measure_gemm_gflops(Ops& ops, int n) {
 
 int run_bench_ops(const BenchOpsFlags& f) {
     CpuOps ops;
-    const double gemm_gflops = measure_gemm_gflops(ops, f.gemm_size);
-    fmt::print("cpu sgemm {0}x{0}x{0}: {1:.1f} GFLOP/s (measured now, best of 5)\n", f.gemm_size, gemm_gflops);
+    const double gemm_gflops = measure_gemm_gflops(ops, f.step.gemm_size);
+    fmt::print("cpu sgemm {0}x{0}x{0}: {1:.1f} GFLOP/s (measured now, best of 5)\n", f.step.gemm_size, gemm_gflops);
     fmt::print("training step, micro-batch {} x seq {} (forward + backward + AdamW, best of {}):\n",
-               f.micro_batch_size, f.seq_length, f.steps);
+               f.step.micro_batch_size, f.step.seq_length, f.step.steps);
     fmt::print("  {:<8} {:>12} {:>10} {:>12} {:>14} {:>14}\n", "model", "params", "ms/step", "tokens/s",
                "model GFLOP/s", "MFU vs sgemm");
     double small_ratio = 0;
     for (const char* name : {"tiny", "small"}) {
-        const StepTiming t = time_training_step(ops, model_preset(name), f.micro_batch_size, f.seq_length, f.steps);
+        const StepTiming t =
+            time_training_step(ops, model_preset(name), f.step.micro_batch_size, f.step.seq_length, f.step.steps);
         const double gflops = t.model_flops / t.seconds / 1e9;
         const double ratio = gflops / gemm_gflops;
         if (std::string(name) == "small") small_ratio = ratio;
@@ -53,7 +51,7 @@ int run_bench_ops(const BenchOpsFlags& f) {
     if (f.profile)
         for (const char* name : {"tiny", "small"}) {
             fmt::print("{}:\n", name);
-            print_step_profile(ops, model_preset(name), f.micro_batch_size, f.seq_length);
+            print_step_profile(ops, model_preset(name), f.step.micro_batch_size, f.step.seq_length);
         }
     fmt::print("target: small >= {:.0f}% of the sgemm rate: measured {:.1f}% = {:.2f} x target\n", 100 * f.target,
                100 * small_ratio, small_ratio / f.target);
@@ -62,16 +60,19 @@ int run_bench_ops(const BenchOpsFlags& f) {
 
 }  // namespace
 
+void add_step_bench_flags(CLI::App& app, StepBenchFlags& flags) {
+    app.add_option("--steps", flags.steps, "Timed steps per model")->capture_default_str();
+    app.add_option("--gemm-size", flags.gemm_size, "Square GEMM size for the reference rate")->capture_default_str();
+    app.add_option("--micro-batch-size", flags.micro_batch_size, "Sequences per step")->capture_default_str();
+    app.add_option("--seq-length", flags.seq_length, "Tokens per sequence")->capture_default_str();
+}
+
 Command add_bench_command(CLI::App& app) {
     auto* sub = app.add_subcommand("bench", "Benchmarks (figures with their targets)");
     sub->require_subcommand(1);
     auto ops_flags = std::make_shared<BenchOpsFlags>();
     auto* ops = sub->add_subcommand("ops", "CPU GEMM rate, training throughput and MFU for tiny and small");
-    ops->add_option("--steps", ops_flags->steps, "Timed steps per model")->capture_default_str();
-    ops->add_option("--gemm-size", ops_flags->gemm_size, "Square GEMM size for the reference rate")
-        ->capture_default_str();
-    ops->add_option("--micro-batch-size", ops_flags->micro_batch_size, "Sequences per step")->capture_default_str();
-    ops->add_option("--seq-length", ops_flags->seq_length, "Tokens per sequence")->capture_default_str();
+    add_step_bench_flags(*ops, ops_flags->step);
     ops->add_flag("--profile", ops_flags->profile, "Also print where one step's time goes, op by op");
     auto gpu = add_bench_gpu_command(*sub);
     auto schedules = add_bench_schedules_command(*sub);

@@ -22,10 +22,7 @@ namespace nb::cli {
 namespace {
 
 struct BenchGpuFlags {
-    int steps = 5;
-    int gemm_size = 8192;
-    int64_t micro_batch_size = 8;
-    int64_t seq_length = 2048;
+    StepBenchFlags step{.gemm_size = 8192, .seq_length = 2048};
     std::vector<std::string> models = {"smollm-135m", "smollm-360m"};
     double target_mfu = 0.45;
     double target_muon_share = 0.03;
@@ -41,24 +38,25 @@ int run_bench_gpu(const BenchGpuFlags& f) {
 #else
     std::unique_ptr<Ops> backend = make_ops(Device::cuda);
     auto& ops = static_cast<cuda::CudaOps&>(*backend);
-    const double gemm_tflops = cuda::measure_bf16_gemm_tflops(ops, f.gemm_size, 10);
+    const double gemm_tflops = cuda::measure_bf16_gemm_tflops(ops, f.step.gemm_size, 10);
     fmt::print("cuBLASLt bf16 GEMM {0}x{0}x{0}: {1:.1f} TFLOP/s (measured now; dense bf16 peak {2:.0f})\n",
-               f.gemm_size, gemm_tflops, kH100DenseBf16Tflops);
+               f.step.gemm_size, gemm_tflops, kH100DenseBf16Tflops);
     fmt::print("training step on one GPU, micro-batch {} x seq {} (forward + backward + AdamW, best of {}):\n",
-               f.micro_batch_size, f.seq_length, f.steps);
+               f.step.micro_batch_size, f.step.seq_length, f.step.steps);
     fmt::print("  {:<12} {:>12} {:>10} {:>12} {:>10} {:>13} {:>13}\n", "model", "params", "ms/step", "tokens/s",
                "TFLOP/s", "MFU vs 989", "MFU vs GEMM");
     double mfu_360 = -1;
     std::vector<std::string> muon_lines;
     for (const auto& name : f.models) {
-        const StepTiming t = time_training_step(ops, model_preset(name), f.micro_batch_size, f.seq_length, f.steps);
+        const StepTiming t =
+            time_training_step(ops, model_preset(name), f.step.micro_batch_size, f.step.seq_length, f.step.steps);
         const double tflops = t.model_flops / t.seconds / 1e12;
         const double mfu = tflops / kH100DenseBf16Tflops;
         if (name == "smollm-360m") mfu_360 = mfu;
         fmt::print("  {:<12} {:>12} {:>10.1f} {:>12.0f} {:>10.1f} {:>12.1f}% {:>12.1f}%\n", name, t.parameters,
                    t.seconds * 1e3, static_cast<double>(t.tokens) / t.seconds, tflops, 100 * mfu,
                    100 * tflops / gemm_tflops);
-        const double ns_seconds = time_newton_schulz(ops, model_preset(name), MuonConfig{}.ns_steps, f.steps);
+        const double ns_seconds = time_newton_schulz(ops, model_preset(name), MuonConfig{}.ns_steps, f.step.steps);
         const double share = ns_seconds / t.seconds;
         const double accumulated_seconds = static_cast<double>(f.muon_microbatches) * t.seconds;
         const double share_accumulated = ns_seconds / (accumulated_seconds + ns_seconds);
@@ -72,13 +70,13 @@ int run_bench_gpu(const BenchGpuFlags& f) {
     if (f.profile)
         for (const auto& name : f.models) {
             fmt::print("{}:\n", name);
-            print_step_profile(ops, model_preset(name), f.micro_batch_size, f.seq_length);
+            print_step_profile(ops, model_preset(name), f.step.micro_batch_size, f.step.seq_length);
         }
     if (f.profile) fmt::print("attention: {}\n", cuda::attention_report(ops));
     fmt::print("GPU memory in use at the end (cudaMemGetInfo; the caching allocator keeps its peak): {:.2f} GiB\n",
                static_cast<double>(cuda::device_memory_used_bytes()) / (1u << 30));
     fmt::print("Muon Newton-Schulz ({} steps, bf16, every hidden matrix batched by shape; best of {}):\n",
-               MuonConfig{}.ns_steps, f.steps);
+               MuonConfig{}.ns_steps, f.step.steps);
     for (const auto& line : muon_lines) fmt::print("{}\n", line);
     if (mfu_360 >= 0)
         fmt::print("target: smollm-360m >= {:.0f}% MFU: measured {:.1f}% = {:.2f} x target\n", 100 * f.target_mfu,
@@ -92,10 +90,7 @@ int run_bench_gpu(const BenchGpuFlags& f) {
 Command add_bench_gpu_command(CLI::App& bench) {
     auto* sub = bench.add_subcommand("gpu", "bf16 GEMM rate, tokens/s and MFU of SmolLM models on one GPU");
     auto flags = std::make_shared<BenchGpuFlags>();
-    sub->add_option("--steps", flags->steps, "Timed steps per model")->capture_default_str();
-    sub->add_option("--gemm-size", flags->gemm_size, "Square GEMM size for the reference rate")->capture_default_str();
-    sub->add_option("--micro-batch-size", flags->micro_batch_size, "Sequences per step")->capture_default_str();
-    sub->add_option("--seq-length", flags->seq_length, "Tokens per sequence")->capture_default_str();
+    add_step_bench_flags(*sub, flags->step);
     sub->add_option("--models", flags->models, "Presets to time")->capture_default_str();
     sub->add_option("--muon-microbatches", flags->muon_microbatches,
                     "Microbatches per optimizer step for the Newton-Schulz share at a realistic batch")

@@ -94,6 +94,12 @@ int run_bench_moe(const BenchMoeFlags& f) {
     return 0;
 }
 
+// An option whose default shows in --help and whose value must lie in [lo, hi].
+template <typename T>
+void add_ranged_option(CLI::App* sub, const std::string& name, T& value, const std::string& description, T lo, T hi) {
+    sub->add_option(name, value, description)->capture_default_str()->check(CLI::Range(lo, hi));
+}
+
 }  // namespace
 
 Command add_bench_moe_command(CLI::App& bench) {
@@ -102,25 +108,17 @@ Command add_bench_moe_command(CLI::App& bench) {
     auto flags = std::make_shared<BenchMoeFlags>();
     sub->add_option("--device", flags->device, "cpu, or cuda (also times a training step of --gpu-model)")
         ->capture_default_str();
-    sub->add_option("--hidden-size", flags->hidden_size, "Hidden size tiny-moe's MoE shape is scaled to")
-        ->capture_default_str()
-        ->check(CLI::Range(int64_t{4}, int64_t{65536}));
-    sub->add_option("--tokens", flags->tokens, "Tokens through the layer (a microbatch's batch x seq)")
-        ->capture_default_str()
-        ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-    sub->add_option("--reps", flags->reps, "Repetitions of each (the best is kept)")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 1000));
+    add_ranged_option(sub, "--hidden-size", flags->hidden_size, "Hidden size tiny-moe's MoE shape is scaled to",
+                      int64_t{4}, int64_t{65536});
+    add_ranged_option(sub, "--tokens", flags->tokens, "Tokens through the layer (a microbatch's batch x seq)",
+                      int64_t{1}, int64_t{1} << 24);
+    add_ranged_option(sub, "--reps", flags->reps, "Repetitions of each (the best is kept)", 1, 1000);
     sub->add_option("--gpu-model", flags->gpu_model, "MoE preset of the GPU training step")->capture_default_str();
-    sub->add_option("--micro-batch-size", flags->micro_batch_size, "GPU step: sequences per step")
-        ->capture_default_str()
-        ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-    sub->add_option("--seq-length", flags->seq_length, "GPU step: tokens per sequence")
-        ->capture_default_str()
-        ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-    sub->add_option("--steps", flags->steps, "GPU step: timed steps (the best is kept)")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 1000));
+    add_ranged_option(sub, "--micro-batch-size", flags->micro_batch_size, "GPU step: sequences per step", int64_t{1},
+                      int64_t{1} << 20);
+    add_ranged_option(sub, "--seq-length", flags->seq_length, "GPU step: tokens per sequence", int64_t{1},
+                      int64_t{1} << 24);
+    add_ranged_option(sub, "--steps", flags->steps, "GPU step: timed steps (the best is kept)", 1, 1000);
     sub->add_flag("--profile", flags->profile, "Also print where each layer's time goes, op by op");
     return {sub, [flags] { return run_bench_moe(*flags); }};
 }

@@ -28,6 +28,17 @@ struct ModelFlags {
 void add_model_flags(CLI::App& app, ModelFlags& flags);
 ModelConfig resolve_model(const ModelFlags& flags);  // preset + overrides, validated
 
+// The shape of a training-step benchmark (bench ops, bench gpu): a square reference GEMM of gemm_size, then the best
+// of `steps` training steps of micro_batch_size x seq_length tokens. Each benchmark gives its own defaults.
+struct StepBenchFlags {
+    int steps = 5;
+    int gemm_size = 0;
+    int64_t micro_batch_size = 8;
+    int64_t seq_length = 0;
+};
+// --steps, --gemm-size, --micro-batch-size, --seq-length, each with its default in --help.
+void add_step_bench_flags(CLI::App& app, StepBenchFlags& flags);
+
 // A subcommand and what it runs once the whole command line has parsed.
 struct Command {
     CLI::App* app;

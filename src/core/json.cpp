@@ -1,8 +1,10 @@
 #include "src/core/json.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -141,15 +143,15 @@ private:
                 continue;
             }
             if (at_ >= s_.size()) fail("ends inside an escape");
-            switch (const char e = s_[at_++]) {
-                case '"': out += '"'; break;
-                case '\\': out += '\\'; break;
+            const char e = s_[at_++];
+            const auto* shorthand = std::find_if(std::begin(kJsonShortEscapes), std::end(kJsonShortEscapes),
+                                                 [e](const JsonShortEscape& x) { return x.letter == e; });
+            if (shorthand != std::end(kJsonShortEscapes)) {
+                out += shorthand->c;
+                continue;
+            }
+            switch (e) {
                 case '/': out += '/'; break;
-                case 'b': out += '\b'; break;
-                case 'f': out += '\f'; break;
-                case 'n': out += '\n'; break;
-                case 'r': out += '\r'; break;
-                case 't': out += '\t'; break;
                 case 'u': {
                     uint32_t cp = hex4();
                     if (cp >= 0xD800 && cp < 0xDC00) {  // a high surrogate: its low half must follow

@@ -17,6 +17,14 @@
 
 namespace nb {
 
+// JSON's two-character escapes but \/ (RFC 8259 section 7): a character and the letter written for it after a
+// backslash. json_quote (src/core/metrics_writer.h) writes these; parse_json reads them, \/ and \uXXXX.
+struct JsonShortEscape {
+    char c, letter;
+};
+inline constexpr JsonShortEscape kJsonShortEscapes[] = {{'"', '"'},  {'\\', '\\'}, {'\n', 'n'}, {'\r', 'r'},
+                                                       {'\t', 't'}, {'\b', 'b'},   {'\f', 'f'}};
+
 class JsonValue {
 public:
     using Array = std::vector<JsonValue>;

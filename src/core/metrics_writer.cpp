@@ -1,12 +1,15 @@
 #include "src/core/metrics_writer.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 
 #include <fmt/format.h>
 
 #include "src/core/error.h"
+#include "src/core/json.h"
 
 namespace nb {
 
@@ -15,19 +18,15 @@ std::string json_quote(std::string_view s) {
     out.reserve(s.size() + 2);
     out.push_back('"');
     for (char c : s) {
-        switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
-            case '\b': out += "\\b"; break;
-            case '\f': out += "\\f"; break;
-            default:
-                if (static_cast<unsigned char>(c) < 0x20)
-                    out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
-                else
-                    out.push_back(c);
+        const auto* shorthand = std::find_if(std::begin(kJsonShortEscapes), std::end(kJsonShortEscapes),
+                                             [c](const JsonShortEscape& x) { return x.c == c; });
+        if (shorthand != std::end(kJsonShortEscapes)) {
+            out.push_back('\\');
+            out.push_back(shorthand->letter);
+        } else if (static_cast<unsigned char>(c) < 0x20) {
+            out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
+        } else {
+            out.push_back(c);
         }
     }
     out.push_back('"');

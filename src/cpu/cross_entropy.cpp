@@ -5,11 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <stdexcept>
-
-#include <fmt/format.h>
 
 #include "src/cpu/cpu_ops.h"
+#include "src/cpu/vocab_ids.h"
 #include "src/ops/layer_checks.h"
 
 namespace nb {
@@ -17,11 +15,7 @@ namespace nb {
 namespace {
 
 int64_t checked_target(const char* op, const int32_t* targets, int64_t n, int64_t vocab) {
-    const int64_t t = targets[n];
-    if (t < 0 || t >= vocab)
-        throw std::out_of_range(
-            fmt::format("{}: target {} at row {} is outside the vocabulary [0, {})", op, t, n, vocab));
-    return t;
+    return checked_vocab_id(op, "target", "row", targets, n, vocab);
 }
 
 // log sum_j exp(x_j) = m + log sum_j exp(x_j - m), m = max_j x_j (no overflow; the largest term is 1).

@@ -2,24 +2,17 @@
 //
 // tokens is i32 of any shape holding N ids; out is [.., d] with N rows; table is [V, d].
 #include <cstring>
-#include <stdexcept>
-
-#include <fmt/format.h>
 
 #include "src/cpu/cpu_ops.h"
+#include "src/cpu/vocab_ids.h"
 #include "src/ops/layer_checks.h"
 
 namespace nb {
 
 namespace {
 
-// A token id must index a table row; reading past the table would be silent garbage.
 int64_t checked_token(const char* op, const int32_t* tokens, int64_t n, int64_t vocab) {
-    const int64_t id = tokens[n];
-    if (id < 0 || id >= vocab)
-        throw std::out_of_range(
-            fmt::format("{}: token {} at position {} is outside the vocabulary [0, {})", op, id, n, vocab));
-    return id;
+    return checked_vocab_id(op, "token", "position", tokens, n, vocab);
 }
 
 }  // namespace

@@ -12,6 +12,21 @@ namespace nb {
 
 using namespace linalg_checks;
 
+namespace {
+
+// a[i] = f(a[i], b[i]) for every i, after the checks of the optimizer kernel `op` (b may be a: each element is read
+// before it is written).
+template <typename F>
+void update_elementwise(const char* op, Tensor& a, const Tensor& b, F f) {
+    check_optimizer_tensors(op, Device::cpu, {{"a", &a}, {"b", &b}});
+    const int64_t n = a.numel();
+    float* ap = a.f32();
+    const float* bp = b.f32();
+    for (int64_t i = 0; i < n; ++i) ap[i] = f(ap[i], bp[i]);
+}
+
+}  // namespace
+
 // out[j] = sum_i a[i,j] * b[i,j], i = 0, 1, ...
 void CpuOps::column_dots(Tensor& out, const Tensor& a, const Tensor& b) {
     const OpTimer timer(*this, "column_dots");
@@ -49,24 +64,16 @@ void CpuOps::add_to_diagonal(Tensor& a, float s) {
 // a = torch.lerp(a, b, w): the form whose rounding stays small for this w.
 void CpuOps::lerp_inplace(Tensor& a, const Tensor& b, float w) {
     const OpTimer timer(*this, "lerp_inplace");
-    check_optimizer_tensors("lerp_inplace", Device::cpu, {{"a", &a}, {"b", &b}});
-    const int64_t n = a.numel();
-    float* ap = a.f32();
-    const float* bp = b.f32();
     const bool small = std::fabs(w) < 0.5f;
     const float one_minus_w = 1.0f - w;
-    for (int64_t i = 0; i < n; ++i)
-        ap[i] = small ? ap[i] + w * (bp[i] - ap[i]) : bp[i] - (bp[i] - ap[i]) * one_minus_w;
+    update_elementwise("lerp_inplace", a, b,
+                       [&](float x, float y) { return small ? x + w * (y - x) : y - (y - x) * one_minus_w; });
 }
 
 // a = a + alpha*b (b may be a)
 void CpuOps::add_scaled_inplace(Tensor& a, const Tensor& b, float alpha) {
     const OpTimer timer(*this, "add_scaled_inplace");
-    check_optimizer_tensors("add_scaled_inplace", Device::cpu, {{"a", &a}, {"b", &b}});
-    const int64_t n = a.numel();
-    float* ap = a.f32();
-    const float* bp = b.f32();
-    for (int64_t i = 0; i < n; ++i) ap[i] = ap[i] + alpha * bp[i];
+    update_elementwise("add_scaled_inplace", a, b, [alpha](float x, float y) { return x + alpha * y; });
 }
 
 // m = m*b1 + c1*g ; v = v*b2 + c2*(g*g) ; direction = m / (sqrt(v) + eps)

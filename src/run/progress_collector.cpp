@@ -49,6 +49,24 @@ void add_pipeline_fields(IterationReport& r, const IterationTiming& t) {
     r.bubble = wall > 0 ? 1.0 - busy / wall : 0.0;
 }
 
+// Fills each empty slot of `pending` (by index: the iteration or step; one slot per stage) with what that stage
+// has sent on `channel` for that index, decoded by Report::from_values; the slots still empty wait for the next
+// call. True when anything arrived.
+template <typename Report>
+bool take_arrived(Transport& transport, Channel channel,
+                  std::map<int64_t, std::vector<std::optional<Report>>>& pending) {
+    bool arrived = false;
+    for (auto& [index, slots] : pending)
+        for (size_t s = 0; s < slots.size(); ++s) {
+            if (slots[s]) continue;
+            if (auto values = transport.try_take_values(static_cast<int>(s), {channel, index})) {
+                slots[s] = Report::from_values(*values);
+                arrived = true;
+            }
+        }
+    return arrived;
+}
+
 }  // namespace
 
 ProgressCollector::ProgressCollector(const PipelineSetup& setup, Transport& transport, const StopVote& vote,
@@ -105,16 +123,7 @@ void ProgressCollector::expect_checkpoint(int64_t step) {
 }
 
 bool ProgressCollector::take_checkpoints() {
-    bool arrived = false;
-    for (auto& [step, reports] : checkpoints_)
-        for (int s = 0; s < setup_.num_stages(); ++s) {
-            auto& slot = reports[static_cast<size_t>(s)];
-            if (slot) continue;
-            if (auto values = transport_.try_take_values(s, {Channel::checkpoint, step})) {
-                slot = CheckpointReport::from_values(*values);
-                arrived = true;
-            }
-        }
+    const bool arrived = take_arrived(transport_, Channel::checkpoint, checkpoints_);
     // Complete them in step order: a newer one only after the older ones.
     while (!checkpoints_.empty()) {
         auto& [step, reports] = *checkpoints_.begin();
@@ -160,16 +169,7 @@ void ProgressCollector::post_reports_ahead() {
 }
 
 bool ProgressCollector::take_reports() {
-    bool arrived = false;
-    for (auto& [t, per_stage] : reports_)
-        for (int s = 0; s < setup_.num_stages(); ++s) {
-            auto& slot = per_stage[static_cast<size_t>(s)];
-            if (slot) continue;
-            std::optional<std::vector<double>> values = transport_.try_take_values(s, {Channel::report, t});
-            if (!values) continue;
-            slot = StageReport::from_values(*values);
-            arrived = true;
-        }
+    const bool arrived = take_arrived(transport_, Channel::report, reports_);
     // Print the iterations now complete, in order.
     while (!reports_.empty() && reports_.begin()->first == next_to_print_) {
         std::vector<StageReport> complete;

@@ -15,6 +15,16 @@ expect_rows() {  # PRESET WANT REGEX WHAT
   got=$(count_rows "$1" "$3")
   [ "$got" = "$2" ] && pass "$1: $4 ($2 rows)" || fail "$1: $4: $got rows, want $2"
 }
+# expect_in PASS FAIL PATTERN FILE [PATTERN FILE ...]: pass PASS when every FILE holds its PATTERN, else fail FAIL.
+expect_in() {
+  local ok=$1 bad=$2
+  shift 2
+  while [ $# -ge 2 ]; do
+    grep -q -- "$1" "$2" || { fail "$bad"; return; }
+    shift 2
+  done
+  pass "$ok"
+}
 
 # mitigations: 2 optimizers x 7 settings x 2 seeds = 28 runs.
 check_preset smoke-mitigations "adamw|muon" 28 120
@@ -23,26 +33,26 @@ expect_rows smoke-mitigations 12 '^\| (adamw|muon) \| 2bw[^|]* \| [+-][0-9.]+ ±
 expect_rows smoke-mitigations 10 '^\| (adamw|muon) \| 2bw \+[^|]* \| [^|]+ \| -?[0-9]+% \[' \
   "a share of 2bw's gap per mitigation"
 expect_rows smoke-mitigations 2 '^\| (adamw|muon) \| 0\.[0-9]+ \(chosen\) \| [0-9]' "taylor's lambda chosen"
-grep -q -- '--sync-start 1$' "$WORK/smoke-mitigations/muon_2bw_ss_s2.flags" \
-  && grep -q -- '--sync-cooldown 1$' "$WORK/smoke-mitigations/adamw_2bw_ef_sc_s2.flags" \
-  && grep -q -- '--delay-fix taylor --taylor-lambda 0\.' "$WORK/smoke-mitigations/adamw_2bw_taylor_s2.flags" \
-  && pass "smoke-mitigations: the runs take 10% of the steps synchronous and the tuned lambda" \
-  || fail "smoke-mitigations: flags: $(cat "$WORK"/smoke-mitigations/*_s2.flags | head -n 4)"
+expect_in "smoke-mitigations: the runs take 10% of the steps synchronous and the tuned lambda" \
+  "smoke-mitigations: flags: $(cat "$WORK"/smoke-mitigations/*_s2.flags | head -n 4)" \
+  '--sync-start 1$' "$WORK/smoke-mitigations/muon_2bw_ss_s2.flags" \
+  '--sync-cooldown 1$' "$WORK/smoke-mitigations/adamw_2bw_ef_sc_s2.flags" \
+  '--delay-fix taylor --taylor-lambda 0\.' "$WORK/smoke-mitigations/adamw_2bw_taylor_s2.flags"
 
 # momentum: 8 coefficients x 2 settings x 2 seeds = 32 runs.
 check_preset smoke-momentum "$(echo adamw_b{0.8,0.9,0.95,0.98} muon_m{0.8,0.9,0.95,0.98} | tr ' ' '|')" 32 120
 expect_rows smoke-momentum 8 '^\| (adamw \| beta1|muon \| momentum) 0\.[0-9]+ \| [0-9.e-]+ \| [0-9.]+ \| [+-][0-9.]+ ± ' \
   "a 2bw gap per coefficient"
-grep -q -- '--beta1 0.98' "$WORK/smoke-momentum/adamw_b0.98_2bw_s2.flags" \
-  && grep -q -- '--momentum 0.8' "$WORK/smoke-momentum/muon_m0.8_2bw_s2.flags" \
-  && pass "smoke-momentum: each variant sets its coefficient" || fail "smoke-momentum: coefficients not set"
+expect_in "smoke-momentum: each variant sets its coefficient" "smoke-momentum: coefficients not set" \
+  '--beta1 0.98' "$WORK/smoke-momentum/adamw_b0.98_2bw_s2.flags" \
+  '--momentum 0.8' "$WORK/smoke-momentum/muon_m0.8_2bw_s2.flags"
 
 # depth: 2 optimizers x (sync, 2bw and pipedream at P = 2, 4, 8) x 2 seeds = 28 runs.
 check_preset smoke-depth "adamw|muon" 28 120
 expect_rows smoke-depth 6 '^\| (adamw|muon) \| [248] \| [+-][0-9.]+ ± [0-9.]+ \| [+-][0-9.]+ ± ' \
   "2bw's and pipedream's gap per depth"
-grep -q -- '--num-layers 8 ' "$results/delay_sweep_smoke-depth.md" \
-  && grep -q -- '--schedule pipedream --stages 8' "$WORK/smoke-depth/muon_pd8_s1.flags" \
-  && pass "smoke-depth: 8 blocks, pipedream on 8 stages" || fail "smoke-depth: model or stages"
+expect_in "smoke-depth: 8 blocks, pipedream on 8 stages" "smoke-depth: model or stages" \
+  '--num-layers 8 ' "$results/delay_sweep_smoke-depth.md" \
+  '--schedule pipedream --stages 8' "$WORK/smoke-depth/muon_pd8_s1.flags"
 
 finish

@@ -31,14 +31,12 @@ constexpr double kMaxGradNorm = 1.0;
 constexpr double kGradNorms[kSteps] = {0.5, 2.0, 0.7, 3.0, 0.3, 1.6, 0.6, 4.0, 0.85, 2.5};
 
 static ParamLayout make_layout() {
-    ParamLayout layout;
-    layout.add({"embedding", {11, 4}, ParamKind::embedding});
-    layout.add({"layers.0.attn_norm", {9}, ParamKind::norm_gain});
-    layout.add({"layers.0.attn.wq", {7, 5}, ParamKind::hidden_matrix});
-    layout.add({"layers.0.mlp.w1", {16, 16}, ParamKind::hidden_matrix});
-    layout.add({"final_norm", {9}, ParamKind::norm_gain});
-    layout.add({"head", {5, 7}, ParamKind::output_head});
-    return layout;
+    return layout_of({{"embedding", {11, 4}, ParamKind::embedding},
+                      {"layers.0.attn_norm", {9}, ParamKind::norm_gain},
+                      {"layers.0.attn.wq", {7, 5}, ParamKind::hidden_matrix},
+                      {"layers.0.mlp.w1", {16, 16}, ParamKind::hidden_matrix},
+                      {"final_norm", {9}, ParamKind::norm_gain},
+                      {"head", {5, 7}, ParamKind::output_head}});
 }
 
 static std::string manifest_json(const ParamLayout& layout, const AdamWConfig& adam, const std::vector<float>& lrs,
@@ -72,19 +70,9 @@ static std::string manifest_json(const ParamLayout& layout, const AdamWConfig& a
 }
 
 int main(int argc, char** argv) {
-    std::string workdir;
-    for (int i = 1; i < argc; ++i) {
-        std::string arg = argv[i];
-        if (arg == "--workdir" && i + 1 < argc) workdir = argv[++i];
-        else {
-            std::fprintf(stderr, "usage: dump_adamw --workdir DIR\n");
-            return 2;
-        }
-    }
-    if (workdir.empty()) {
-        std::fprintf(stderr, "usage: dump_adamw --workdir DIR\n");
-        return 2;
-    }
+    const std::optional<WorkdirArgs> args = parse_workdir_args(argc, argv, {}, "dump_adamw --workdir DIR");
+    if (!args) return 2;
+    const std::string& workdir = args->workdir;
     try {
         CpuOps ops;
         const ParamLayout layout = make_layout();

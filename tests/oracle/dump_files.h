@@ -3,11 +3,13 @@
 // that write one directory per case.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -51,6 +53,13 @@ inline void write_set(const std::string& path, const TensorSet& set) {
     write_tensors(path, tensors);
 }
 
+// A layout of these parameters, in this order.
+inline ParamLayout layout_of(const std::vector<ParamInfo>& params) {
+    ParamLayout layout;
+    for (const ParamInfo& p : params) layout.add(p);
+    return layout;
+}
+
 // Uniform(lo, hi) per element, plus `norm_gain_base` on norm gains.
 inline TensorSet uniform_set(const ParamLayout& layout, std::mt19937& rng, float lo, float hi, float norm_gain_base) {
     std::uniform_real_distribution<float> uniform(lo, hi);
@@ -61,6 +70,53 @@ inline TensorSet uniform_set(const ParamLayout& layout, std::mt19937& rng, float
         for (int64_t j = 0; j < t[i].numel(); ++j) p[j] = base + uniform(rng);
     }
     return t;
+}
+
+// The parameter file names of a manifest entry, in dir: w.<name>.f32 for the weight, g.<name>.f32 for its gradient.
+struct ParamFiles {
+    std::string weight, grad;
+};
+
+// Writes every parameter's weight and gradient (host f32 tensors) to its ParamFiles in dir; those names, in layout
+// order.
+inline std::vector<ParamFiles> write_param_files(const std::string& dir, const ParamLayout& layout,
+                                                 const TensorSet& weights, const TensorSet& grads) {
+    std::vector<ParamFiles> files;
+    for (int i = 0; i < layout.size(); ++i) {
+        ParamFiles f{"w." + layout[i].name + ".f32", "g." + layout[i].name + ".f32"};
+        write_raw(dir + "/" + f.weight, weights[i].data(), weights[i].bytes());
+        write_raw(dir + "/" + f.grad, grads[i].data(), grads[i].bytes());
+        files.push_back(std::move(f));
+    }
+    return files;
+}
+
+// `program --workdir DIR [FLAG...]`, each FLAG one of `flags` (on/off): DIR and the flags given, or nullopt after
+// printing "usage: <usage>" to stderr (the caller exits 2).
+struct WorkdirArgs {
+    std::string workdir;
+    std::vector<std::string> flags;
+    bool has(const std::string& flag) const { return std::find(flags.begin(), flags.end(), flag) != flags.end(); }
+};
+inline std::optional<WorkdirArgs> parse_workdir_args(int argc, char** argv, const std::vector<std::string>& flags,
+                                                     const char* usage) {
+    WorkdirArgs a;
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "--workdir" && i + 1 < argc) {
+            a.workdir = argv[++i];
+        } else if (std::find(flags.begin(), flags.end(), arg) != flags.end()) {
+            a.flags.push_back(arg);
+        } else {
+            a.workdir.clear();
+            break;
+        }
+    }
+    if (a.workdir.empty()) {
+        std::fprintf(stderr, "usage: %s\n", usage);
+        return std::nullopt;
+    }
+    return a;
 }
 
 // Norm gains start near 1, matrices near 0, as a model would.

@@ -60,23 +60,11 @@ std::string json_shape(const Shape& s) { return fmt::format("[{}]", fmt::join(s,
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string workdir;
-    bool tied = false;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        if (arg == "--workdir" && i + 1 < argc) {
-            workdir = argv[++i];
-        } else if (arg == "--tied") {
-            tied = true;
-        } else {
-            std::fprintf(stderr, "usage: dump_model --workdir DIR [--tied]\n");
-            return 2;
-        }
-    }
-    if (workdir.empty()) {
-        std::fprintf(stderr, "usage: dump_model --workdir DIR [--tied]\n");
-        return 2;
-    }
+    const std::optional<oracle::WorkdirArgs> args =
+        oracle::parse_workdir_args(argc, argv, {"--tied"}, "dump_model --workdir DIR [--tied]");
+    if (!args) return 2;
+    const std::string& workdir = args->workdir;
+    const bool tied = args->has("--tied");
     try {
         std::filesystem::create_directories(workdir);
 
@@ -141,13 +129,12 @@ int main(int argc, char** argv) {
         write_tensor(workdir, "targets.i32", batch.targets);
         write_tensor(workdir, "logits.f32", logits);
         std::vector<std::string> params;
+        const std::vector<oracle::ParamFiles> files = oracle::write_param_files(workdir, layout, weights, grads);
         for (int i = 0; i < layout.size(); ++i) {
             const ParamInfo& p = layout[i];
-            const std::string wf = "w." + p.name + ".f32", gf = "g." + p.name + ".f32";
-            write_tensor(workdir, wf, weights[i]);
-            write_tensor(workdir, gf, grads[i]);
             params.push_back(fmt::format(R"(    {{"name": "{}", "shape": {}, "kind": "{}", "weight": "{}", "grad": "{}"}})",
-                                         p.name, json_shape(p.shape), param_kind_name(p.kind), wf, gf));
+                                         p.name, json_shape(p.shape), param_kind_name(p.kind), files[i].weight,
+                                         files[i].grad));
         }
         std::vector<std::string> act_entries;
         for (size_t k = 0; k < acts.size(); ++k) {

@@ -132,13 +132,11 @@ void dump_case(const Case& c, const std::string& dir, uint64_t seed) {
     write_tensor(dir, "topk_expert.i32", stash.saved.at(kTopkExpert));
     write_tensor(dir, "expert_offsets.i32", fwd.expert_offsets);
     std::vector<std::string> params;
+    const std::vector<oracle::ParamFiles> files = oracle::write_param_files(dir, layout, weights, grads);
     for (int i = 0; i < layout.size(); ++i) {
         const ParamInfo& p = layout[i];
-        const std::string wf = "w." + p.name + ".f32", gf = "g." + p.name + ".f32";
-        write_tensor(dir, wf, weights[i]);
-        write_tensor(dir, gf, grads[i]);
         params.push_back(fmt::format(R"(    {{"name": "{}", "shape": {}, "weight": "{}", "grad": "{}"}})", p.name,
-                                     json_shape(p.shape), wf, gf));
+                                     json_shape(p.shape), files[i].weight, files[i].grad));
     }
     const std::string manifest = fmt::format(
         "{{\n"

@@ -65,15 +65,13 @@ namespace {
 constexpr double kGradNorms[] = {0.5, 2.0, 0.7, 3.0, 0.3, 1.6, 0.6, 4.0, 0.85, 2.5, 1.2, 0.4, 1.9, 0.9, 3.5, 0.65};
 
 ParamLayout make_layout() {
-    ParamLayout layout;
-    layout.add({"embedding", {11, 4}, ParamKind::embedding});
-    layout.add({"layers.0.attn_norm", {9}, ParamKind::norm_gain});
-    layout.add({"layers.0.attn.wq", {7, 5}, ParamKind::hidden_matrix});
-    layout.add({"layers.0.attn.wo", {5, 7}, ParamKind::hidden_matrix});
-    layout.add({"layers.0.mlp.w1", {16, 16}, ParamKind::hidden_matrix});
-    layout.add({"final_norm", {9}, ParamKind::norm_gain});
-    layout.add({"head", {5, 7}, ParamKind::output_head});
-    return layout;
+    return layout_of({{"embedding", {11, 4}, ParamKind::embedding},
+                      {"layers.0.attn_norm", {9}, ParamKind::norm_gain},
+                      {"layers.0.attn.wq", {7, 5}, ParamKind::hidden_matrix},
+                      {"layers.0.attn.wo", {5, 7}, ParamKind::hidden_matrix},
+                      {"layers.0.mlp.w1", {16, 16}, ParamKind::hidden_matrix},
+                      {"final_norm", {9}, ParamKind::norm_gain},
+                      {"head", {5, 7}, ParamKind::output_head}});
 }
 
 

@@ -44,24 +44,25 @@ import optim_oracle as oo
 PUBLISHED = dict(betas=(0.95, 0.95), shampoo_beta=-1.0, eps=1e-8, weight_decay=0.01, precondition_frequency=10)
 
 
-def project(x, qs):
-    """soap.py project(): tensordot over each dim with its Q (dims [[0], [0]]); identity where Q is []."""
+def contract_each_dim(x, qs, dims):
+    """soap.py's loop in project() and project_back(): for each dim in turn, tensordot with its Q over `dims`
+    (either way the contracted dim comes out last); where Q is [], only move that dim to the end."""
     for mat in qs:
         if len(mat) > 0:
-            x = torch.tensordot(x, mat, dims=[[0], [0]])
+            x = torch.tensordot(x, mat, dims=dims)
         else:
             x = x.permute(list(range(1, len(x.shape))) + [0])
     return x
+
+
+def project(x, qs):
+    """soap.py project(): tensordot over each dim with its Q (dims [[0], [0]]); identity where Q is []."""
+    return contract_each_dim(x, qs, [[0], [0]])
 
 
 def project_back(x, qs):
     """soap.py project_back(): tensordot with dims [[0], [1]]."""
-    for mat in qs:
-        if len(mat) > 0:
-            x = torch.tensordot(x, mat, dims=[[0], [1]])
-        else:
-            x = x.permute(list(range(1, len(x.shape))) + [0])
-    return x
+    return contract_each_dim(x, qs, [[0], [1]])
 
 
 def outer(grad, idx):

@@ -75,6 +75,16 @@ inline double max_rel_diff(const Tensor& a, const std::vector<double>& ref) {
     return worst;
 }
 
+// The objective L = sum(out * R) of an op whose output has R's shape: `forward` writes the op's output into a
+// fresh zero tensor, reading the inputs fd_compare perturbs in place. R must outlive the objective.
+inline std::function<double()> dot_objective(const Tensor& R, std::function<void(Tensor& out)> forward) {
+    return [&R, forward = std::move(forward)] {
+        Tensor out = Tensor::zeros(R.shape());
+        forward(out);
+        return dot(out, R);
+    };
+}
+
 inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
     if (a.numel() != b.numel() || a.dtype() != b.dtype()) return false;
     return std::equal(a.f32(), a.f32() + a.numel(), b.f32(), [](float x, float y) {

@@ -63,28 +63,47 @@ std::vector<uint16_t> counting_tokens(size_t n, uint16_t first = 0) {
     return t;
 }
 
-// Runs fn, requires an nb::RuntimeError, and checks that its one-line message holds every piece.
-void check_runtime_error(const std::function<void()>& fn, std::initializer_list<std::string> pieces) {
+// Shards a.bin (counting tokens from 0) and b.bin (counting from b_first) in dir, opened together as dir/*.bin.
+TokenCorpus two_shards(const TempDir& dir, size_t a_tokens, size_t b_tokens, uint16_t b_first) {
+    nb::write_llmc_shard(dir.file("a.bin"), counting_tokens(a_tokens));
+    nb::write_llmc_shard(dir.file("b.bin"), counting_tokens(b_tokens, b_first));
+    return TokenCorpus::open(dir.file("*.bin"));
+}
+
+// Runs fn, requires an E (`name` in the failure), and checks that its message holds every piece, and where
+// `one_line`, that it is one line.
+template <typename E>
+void check_thrown(const char* name, const std::function<void()>& fn, const std::vector<std::string>& pieces,
+                  bool one_line) {
     try {
         fn();
-        FAIL("expected nb::RuntimeError");
-    } catch (const nb::RuntimeError& e) {
+        FAIL("expected ", name);
+    } catch (const E& e) {
         const std::string msg = e.what();
         CAPTURE(msg);
         for (const std::string& p : pieces) CHECK_MESSAGE(msg.find(p) != std::string::npos, "missing: ", p);
-        CHECK(msg.find('\n') == std::string::npos);
+        if (one_line) CHECK(msg.find('\n') == std::string::npos);
     }
 }
 
-void check_usage_error(const std::function<void()>& fn, std::initializer_list<std::string> pieces) {
-    try {
-        fn();
-        FAIL("expected nb::UsageError");
-    } catch (const nb::UsageError& e) {
-        const std::string msg = e.what();
-        CAPTURE(msg);
-        for (const std::string& p : pieces) CHECK_MESSAGE(msg.find(p) != std::string::npos, "missing: ", p);
-    }
+void check_runtime_error(const std::function<void()>& fn, const std::vector<std::string>& pieces) {
+    check_thrown<nb::RuntimeError>("nb::RuntimeError", fn, pieces, true);
+}
+
+// TokenCorpus::open(path) fails so: the message names the path and holds every piece.
+void check_open_refuses(const std::string& path, std::vector<std::string> pieces) {
+    pieces.insert(pieces.begin(), path);
+    check_runtime_error([&] { TokenCorpus::open(path); }, pieces);
+}
+
+// A file of these bytes is refused so.
+void check_bytes_refused(const std::string& path, const std::string& bytes, const std::vector<std::string>& pieces) {
+    write_bytes(path, bytes);
+    check_open_refuses(path, pieces);
+}
+
+void check_usage_error(const std::function<void()>& fn, const std::vector<std::string>& pieces) {
+    check_thrown<nb::UsageError>("nb::UsageError", fn, pieces, false);
 }
 
 std::vector<int32_t> as_vector(const nb::Tensor& t) { return std::vector<int32_t>(t.i32(), t.i32() + t.numel()); }
@@ -181,59 +200,42 @@ TEST_CASE("data: every broken shard names the file and the problem") {
     TempDir dir;
 
     SUBCASE("missing file") {
-        const std::string path = dir.file("missing.bin");
-        check_runtime_error([&] { TokenCorpus::open(path); }, {path, "cannot open", "No such file or directory"});
-        const std::string text_path = dir.file("missing.txt");
-        check_runtime_error([&] { TokenCorpus::open(text_path); }, {text_path, "cannot open"});
+        check_open_refuses(dir.file("missing.bin"), {"cannot open", "No such file or directory"});
+        check_open_refuses(dir.file("missing.txt"), {"cannot open"});
     }
-    SUBCASE("empty file") {
-        const std::string path = dir.file("empty.bin");
-        write_bytes(path, "");
-        check_runtime_error([&] { TokenCorpus::open(path); }, {path, "empty file (0 bytes)"});
-    }
+    SUBCASE("empty file") { check_bytes_refused(dir.file("empty.bin"), "", {"empty file (0 bytes)"}); }
     SUBCASE("shorter than the header") {
-        const std::string path = dir.file("short.bin");
-        write_bytes(path, std::string(100, 'x'));
-        check_runtime_error([&] { TokenCorpus::open(path); }, {path, "truncated header", "100 bytes", "1024 bytes"});
+        check_bytes_refused(dir.file("short.bin"), std::string(100, 'x'),
+                            {"truncated header", "100 bytes", "1024 bytes"});
     }
-    SUBCASE("wrong magic") {
-        const std::string path = dir.file("magic.bin");
-        write_raw_shard(path, 12345, 1, 4, 8);
-        check_runtime_error([&] { TokenCorpus::open(path); }, {path, "wrong magic 12345", "expected 20240520"});
+    SUBCASE("a header that does not fit the file: magic, version, token count") {
+        struct BadHeader {
+            const char* file;
+            int32_t magic, version, header_tokens;
+            size_t token_bytes;
+            std::vector<std::string> pieces;
+        };
+        const BadHeader headers[] = {
+            {"magic.bin", 12345, 1, 4, 8, {"wrong magic 12345", "expected 20240520"}},
+            {"version.bin", 20240520, 2, 4, 8, {"unsupported shard version 2", "expected 1"}},
+            {"count.bin", 20240520, 1, 10, 16, {"header says 10 tokens but the file holds 16 bytes of tokens"}},
+            // An odd number of token bytes can never match.
+            {"count.bin", 20240520, 1, 8, 17, {"header says 8 tokens but the file holds 17 bytes of tokens"}},
+            {"count.bin", 20240520, 1, -3, 0, {"header says -3 tokens"}},
+            {"zero.bin", 20240520, 1, 0, 0, {"zero tokens"}},
+        };
+        for (const BadHeader& h : headers) {
+            CAPTURE(h.pieces[0]);
+            write_raw_shard(dir.file(h.file), h.magic, h.version, h.header_tokens, h.token_bytes);
+            check_open_refuses(dir.file(h.file), h.pieces);
+        }
     }
-    SUBCASE("unsupported version") {
-        const std::string path = dir.file("version.bin");
-        write_raw_shard(path, 20240520, 2, 4, 8);
-        check_runtime_error([&] { TokenCorpus::open(path); }, {path, "unsupported shard version 2", "expected 1"});
-    }
-    SUBCASE("token count disagrees with the file size") {
-        const std::string path = dir.file("count.bin");
-        write_raw_shard(path, 20240520, 1, 10, 16);
-        check_runtime_error([&] { TokenCorpus::open(path); },
-                            {path, "header says 10 tokens but the file holds 16 bytes of tokens"});
-        // An odd number of token bytes can never match.
-        write_raw_shard(path, 20240520, 1, 8, 17);
-        check_runtime_error([&] { TokenCorpus::open(path); },
-                            {path, "header says 8 tokens but the file holds 17 bytes of tokens"});
-        write_raw_shard(path, 20240520, 1, -3, 0);
-        check_runtime_error([&] { TokenCorpus::open(path); }, {path, "header says -3 tokens"});
-    }
-    SUBCASE("zero tokens") {
-        const std::string path = dir.file("zero.bin");
-        write_raw_shard(path, 20240520, 1, 0, 0);
-        check_runtime_error([&] { TokenCorpus::open(path); }, {path, "zero tokens"});
-    }
-    SUBCASE("empty text file") {
-        const std::string path = dir.file("empty.txt");
-        write_bytes(path, "");
-        check_runtime_error([&] { TokenCorpus::open(path); }, {path, "empty"});
-    }
+    SUBCASE("empty text file") { check_bytes_refused(dir.file("empty.txt"), "", {"empty"}); }
     SUBCASE("a directory") {
-        const std::string path = dir.file("corpus");
-        std::filesystem::create_directory(path);
-        check_runtime_error([&] { TokenCorpus::open(path); }, {path, "is a directory"});
+        std::filesystem::create_directory(dir.file("corpus"));
+        check_open_refuses(dir.file("corpus"), {"is a directory"});
         std::filesystem::create_directory(dir.file("d.bin"));
-        check_runtime_error([&] { TokenCorpus::open(dir.file("d.bin")); }, {dir.file("d.bin"), "is a directory"});
+        check_open_refuses(dir.file("d.bin"), {"is a directory"});
     }
     SUBCASE("a broken shard inside a glob") {
         nb::write_llmc_shard(dir.file("s0.bin"), counting_tokens(5));
@@ -321,9 +323,7 @@ TEST_CASE("data: a separate validation corpus") {
 TEST_CASE("data: targets are the tokens shifted by one, rows are [b][t]") {
     TempDir dir;
     const int64_t T = 16, B = 4;
-    nb::write_llmc_shard(dir.file("a.bin"), counting_tokens(50 * T + 1));
-    nb::write_llmc_shard(dir.file("b.bin"), counting_tokens(50 * T + 1, 20000));
-    TokenCorpus c = TokenCorpus::open(dir.file("*.bin"));
+    TokenCorpus c = two_shards(dir, 50 * T + 1, 50 * T + 1, 20000);
     BatchLoader train(c, Split::train, SplitSpec{}, B, T, 5);
     nb::Tensor x, y;
     for (int step = 0; step < 40; step++) {
@@ -409,9 +409,7 @@ TEST_CASE("data: the epoch shuffle is unbiased (all orders of 3 windows equally 
 TEST_CASE("data: position and seek resume with identical batches") {
     TempDir dir;
     const int64_t T = 8, B = 3;
-    nb::write_llmc_shard(dir.file("a.bin"), counting_tokens(25 * T + 1));
-    nb::write_llmc_shard(dir.file("b.bin"), counting_tokens(12 * T + 5, 30000));
-    TokenCorpus c = TokenCorpus::open(dir.file("*.bin"));
+    TokenCorpus c = two_shards(dir, 25 * T + 1, 12 * T + 5, 30000);
     const SplitSpec spec{0.2};
     BatchLoader a(c, Split::train, spec, B, T, 11);
     REQUIRE(a.num_windows() == 37 - 8);

@@ -15,19 +15,9 @@ namespace {
 // vocab 10, d 8, dense ffn 12, 3 blocks (block 0 dense, 1 and 2 MoE), 2 heads of 4, 1 KV head (kv dim 4);
 // E 4 routed experts of 6, top-2, a shared expert of 5.
 ModelConfig hand_config() {
-    ModelConfig c;
-    c.preset = "hand";
-    c.vocab_size = 10;
-    c.hidden_size = 8;
-    c.ffn_hidden_size = 12;
-    c.num_layers = 3;
-    c.num_heads = 2;
-    c.num_kv_heads = 1;
-    c.moe_layers = "all-but-first:1";
-    c.moe.num_experts = 4;
-    c.moe.topk = 2;
-    c.moe.ffn_hidden_size = 6;
-    c.moe.shared_ffn_hidden_size = 5;
+    ModelConfig c{.preset = "hand", .vocab_size = 10, .hidden_size = 8, .ffn_hidden_size = 12, .num_layers = 3,
+                  .num_heads = 2, .num_kv_heads = 1, .moe_layers = "all-but-first:1",
+                  .moe = {.num_experts = 4, .topk = 2, .ffn_hidden_size = 6, .shared_ffn_hidden_size = 5}};
     c.resolve_moe_layers();
     c.validate();
     return c;

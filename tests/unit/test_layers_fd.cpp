@@ -35,15 +35,8 @@ using namespace nb::test;
 namespace {
 
 ModelConfig small_config(bool tied = false) {
-    ModelConfig c;
-    c.preset = "fd-small";
-    c.vocab_size = 32;
-    c.hidden_size = 16;
-    c.ffn_hidden_size = 24;
-    c.num_layers = 2;
-    c.num_heads = 4;
-    c.num_kv_heads = 2;
-    c.tie_embeddings = tied;
+    const ModelConfig c{.preset = "fd-small", .vocab_size = 32, .hidden_size = 16, .ffn_hidden_size = 24,
+                        .num_layers = 2, .num_heads = 4, .num_kv_heads = 2, .tie_embeddings = tied};
     c.validate();
     return c;
 }
@@ -143,7 +136,33 @@ struct LayerUnderTest {
     ParamLayout layout;
     std::unique_ptr<Layer> layer;
     TensorSet weights, grads;
+
+    // Once the layer has filled the layout: weights from random_weights, gradients zero.
+    void randomize(std::mt19937& rng) {
+        weights = random_weights(layout, rng);
+        grads = TensorSet::zeros(layout);
+    }
 };
+
+// `check` on small_config untied and then tied (what the head and the whole model depend on), each with its own
+// ops and a generator seeded `untied_seed` untied, `untied_seed` + 1 tied.
+void for_untied_and_tied(unsigned untied_seed,
+                         const std::function<void(CpuOps&, std::mt19937&, const ModelConfig&, bool tied)>& check) {
+    for (bool tied : {false, true}) {
+        CAPTURE(tied);
+        CpuOps ops;
+        std::mt19937 rng(untied_seed + (tied ? 1 : 0));
+        check(ops, rng, small_config(tied), tied);
+    }
+}
+
+// Transformer block `index` of `c`, randomized.
+LayerUnderTest block_under_test(const ModelConfig& c, int index, std::mt19937& rng) {
+    LayerUnderTest t;
+    t.layer = make_transformer_block(c, index, t.layout);
+    t.randomize(rng);
+    return t;
+}
 
 }  // namespace
 
@@ -154,8 +173,7 @@ TEST_CASE("embedding layer backward matches finite differences") {
     LayerUnderTest t;
     t.layer = make_embedding_layer(c, t.layout);
     REQUIRE(t.layout.size() == 1);
-    t.weights = random_weights(t.layout, rng);
-    t.grads = TensorSet::zeros(t.layout);
+    t.randomize(rng);
     // Repeated tokens make the scatter-add accumulate more than one row into a table row.
     Microbatch mb = random_batch(c, 2, 5, rng);
     mb.tokens.i32()[3] = mb.tokens.i32()[7] = mb.tokens.i32()[8];
@@ -178,12 +196,9 @@ TEST_CASE("transformer block backward matches finite differences") {
     CpuOps ops;
     std::mt19937 rng(102);
     const ModelConfig c = small_config();
-    LayerUnderTest t;
-    t.layer = make_transformer_block(c, 1, t.layout);
+    LayerUnderTest t = block_under_test(c, 1, rng);
     REQUIRE(t.layout.size() == 9);
     CHECK(t.layout[0].name == "layers.1.attn_norm.weight");
-    t.weights = random_weights(t.layout, rng);
-    t.grads = TensorSet::zeros(t.layout);
     const Microbatch mb = random_batch(c, 2, 5, rng);
     Tensor x = randn({mb.rows(), c.hidden_size}, rng);
     const Tensor R = randn({mb.rows(), c.hidden_size}, rng);
@@ -209,9 +224,7 @@ TEST_CASE("transformer block backward accumulates into the weight gradients") {
     CpuOps ops;
     std::mt19937 rng(103);
     const ModelConfig c = small_config();
-    LayerUnderTest t;
-    t.layer = make_transformer_block(c, 0, t.layout);
-    t.weights = random_weights(t.layout, rng);
+    LayerUnderTest t = block_under_test(c, 0, rng);
     const Microbatch mb = random_batch(c, 2, 5, rng);
     const Tensor x = randn({mb.rows(), c.hidden_size}, rng), R = randn({mb.rows(), c.hidden_size}, rng);
     TensorSet once = TensorSet::zeros(t.layout), twice = TensorSet::zeros(t.layout);
@@ -287,11 +300,7 @@ TEST_CASE("MoE feed-forward backward matches finite differences") {
 }
 
 TEST_CASE("output head backward matches finite differences") {
-    for (bool tied : {false, true}) {
-        CAPTURE(tied);
-        CpuOps ops;
-        std::mt19937 rng(tied ? 105 : 104);
-        const ModelConfig c = small_config(tied);
+    for_untied_and_tied(104, [](CpuOps& ops, std::mt19937& rng, const ModelConfig& c, bool tied) {
         LayerUnderTest t;
         // A tied head reads the embedding matrix, which must already be in the layout.
         if (tied) make_embedding_layer(c, t.layout);
@@ -299,8 +308,7 @@ TEST_CASE("output head backward matches finite differences") {
         REQUIRE(t.layout.size() == 2);
         CHECK(t.layout[tied ? 0 : 1].name == (tied ? "embedding.weight" : "lm_head.weight"));
         CHECK(t.layout.index_of("final_norm.weight") >= 0);
-        t.weights = random_weights(t.layout, rng);
-        t.grads = TensorSet::zeros(t.layout);
+        t.randomize(rng);
         const Microbatch mb = random_batch(c, 2, 5, rng);
         Tensor x = randn({mb.rows(), c.hidden_size}, rng);
         const float dloss = 0.75f;  // the head scales by d(objective)/d(mean loss)
@@ -323,15 +331,11 @@ TEST_CASE("output head backward matches finite differences") {
             CAPTURE(t.layout[i].name);
             fd_expect(t.layout[i].name, t.weights[i], t.grads[i], objective, rng, tol);
         }
-    }
+    });
 }
 
 TEST_CASE("whole model forward_backward matches finite differences") {
-    for (bool tied : {false, true}) {
-        CAPTURE(tied);
-        CpuOps ops;
-        std::mt19937 rng(tied ? 107 : 106);
-        const ModelConfig c = small_config(tied);
+    for_untied_and_tied(106, [](CpuOps& ops, std::mt19937& rng, const ModelConfig& c, bool tied) {
         const StageModel model(c, whole_model_spec(c));
         TensorSet weights = random_weights(model.layout(), rng);
         TensorSet grads = TensorSet::zeros(model.layout());
@@ -349,5 +353,5 @@ TEST_CASE("whole model forward_backward matches finite differences") {
             CAPTURE(model.layout()[i].name);
             fd_expect(model.layout()[i].name, weights[i], grads[i], objective, rng, tol);
         }
-    }
+    });
 }

@@ -61,24 +61,23 @@ TEST_CASE("constant: lr after warm-up, forever") {
     CHECK(s.lr_at(kTrainIters + 1000) == kLr);
 }
 
-TEST_CASE("linear: lr at the end of warm-up, the mean in the middle, min_lr at decay_iters") {
-    LrSchedule s(config("linear"), kTrainIters);
-    CHECK(s.lr_at(kWarmup) == doctest::Approx(kLr).epsilon(1e-12));
-    CHECK(s.lr_at(60) == doctest::Approx(linear_lr(60)).epsilon(1e-12));
-    CHECK(s.lr_at(60) == doctest::Approx((kLr + kMinLr) / 2).epsilon(1e-12));
-    CHECK(s.lr_at(kTrainIters - 1) == doctest::Approx(linear_lr(kTrainIters - 1)).epsilon(1e-12));
-    CHECK(s.lr_at(kTrainIters) == kMinLr);
-    CHECK(s.lr_at(kTrainIters + 50) == kMinLr);
-}
-
-TEST_CASE("cosine: lr at the end of warm-up, the mean in the middle, min_lr at decay_iters") {
-    LrSchedule s(config("cosine"), kTrainIters);
-    CHECK(s.lr_at(kWarmup) == doctest::Approx(kLr).epsilon(1e-12));
-    CHECK(s.lr_at(35) == doctest::Approx(cosine_lr(35)).epsilon(1e-12));
-    CHECK(s.lr_at(60) == doctest::Approx((kLr + kMinLr) / 2).epsilon(1e-12));
-    CHECK(s.lr_at(kTrainIters - 1) == doctest::Approx(cosine_lr(kTrainIters - 1)).epsilon(1e-12));
-    CHECK(s.lr_at(kTrainIters) == kMinLr);
-    CHECK(s.lr_at(kTrainIters + 50) == kMinLr);
+TEST_CASE("linear and cosine: lr at the end of warm-up, the mean in the middle, min_lr at decay_iters") {
+    // Each style against its formula at one step inside the decay window and at its last step.
+    struct Decay {
+        const char* style;
+        double (*formula)(int64_t step);
+        int64_t inside;
+    };
+    for (const Decay& d : {Decay{"linear", linear_lr, 60}, Decay{"cosine", cosine_lr, 35}}) {
+        CAPTURE(d.style);
+        LrSchedule s(config(d.style), kTrainIters);
+        CHECK(s.lr_at(kWarmup) == doctest::Approx(kLr).epsilon(1e-12));
+        CHECK(s.lr_at(d.inside) == doctest::Approx(d.formula(d.inside)).epsilon(1e-12));
+        CHECK(s.lr_at(60) == doctest::Approx((kLr + kMinLr) / 2).epsilon(1e-12));
+        CHECK(s.lr_at(kTrainIters - 1) == doctest::Approx(d.formula(kTrainIters - 1)).epsilon(1e-12));
+        CHECK(s.lr_at(kTrainIters) == kMinLr);
+        CHECK(s.lr_at(kTrainIters + 50) == kMinLr);
+    }
 }
 
 TEST_CASE("cosine: decay_iters shorter than the run ends at min_lr early") {

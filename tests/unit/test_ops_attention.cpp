@@ -90,11 +90,10 @@ void check_gradients(const Dims& d, uint32_t seed, int64_t max_samples) {
     ops.attention_forward(c.out, c.lse, c.q, c.k, c.v);
     Tensor dq = Tensor::zeros(c.q.shape()), dk = Tensor::zeros(c.k.shape()), dv = Tensor::zeros(c.v.shape());
     ops.attention_backward(dq, dk, dv, R, c.q, c.k, c.v, c.out, c.lse);
-    auto objective = [&] {
-        Tensor out = Tensor::zeros(c.out.shape()), lse = Tensor::zeros(c.lse.shape());
+    const auto objective = dot_objective(R, [&](Tensor& out) {
+        Tensor lse = Tensor::zeros(c.lse.shape());
         ops.attention_forward(out, lse, c.q, c.k, c.v);
-        return dot(out, R);
-    };
+    });
     const FdOptions opt{.h = 1e-2, .tol = 5e-3, .max_samples = max_samples};
     fd_check("q", c.q, dq, objective, rng, opt);
     fd_check("k", c.k, dk, objective, rng, opt);

@@ -26,11 +26,7 @@ TEST_CASE("embedding_backward matches finite differences, with repeated tokens")
     tokens.i32()[3] = tokens.i32()[9] = tokens.i32()[14] = 2;  // one row hit three times
     Tensor dtable = Tensor::zeros({7, 4});
     ops.embedding_backward(dtable, tokens, R);
-    auto objective = [&] {
-        Tensor out = Tensor::zeros({15, 4});
-        ops.embedding_forward(out, tokens, table);
-        return dot(out, R);
-    };
+    const auto objective = dot_objective(R, [&](Tensor& out) { ops.embedding_forward(out, tokens, table); });
     fd_check("table", table, dtable, objective, rng, {.h = 1e-2, .tol = 1e-3});
 }
 

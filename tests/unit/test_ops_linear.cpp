@@ -25,6 +25,25 @@ std::vector<double> naive_linear(const Tensor& x, const Tensor& w) {
     return y;
 }
 
+// y = x W^T for random x [rows, in], W [out, in] and an output gradient R [rows, out] (drawn in that order from
+// `seed`), with linear_backward's dx and dw from zero; they are the gradients of L = sum(y * R), `objective`.
+struct LinearGradients {
+    CpuOps ops;
+    std::mt19937 rng;
+    Tensor x, w, R, dx, dw;
+    std::function<double()> objective = dot_objective(R, [this](Tensor& y) { ops.linear_forward(y, x, w); });
+
+    LinearGradients(unsigned seed, int64_t rows, int64_t in, int64_t out)
+        : rng(seed),
+          x(randn({rows, in}, rng)),
+          w(randn({out, in}, rng)),
+          R(randn({rows, out}, rng)),
+          dx(Tensor::zeros({rows, in})),
+          dw(Tensor::zeros({out, in})) {
+        ops.linear_backward(dx, dw, R, x, w);
+    }
+};
+
 }  // namespace
 
 TEST_CASE("linear_forward matches a double-precision loop (rank-3 input)") {
@@ -38,44 +57,26 @@ TEST_CASE("linear_forward matches a double-precision loop (rank-3 input)") {
 }
 
 TEST_CASE("linear_backward matches finite differences") {
-    CpuOps ops;
-    std::mt19937 rng(2);
-    Tensor x = randn({6, 5}, rng), w = randn({4, 5}, rng), R = randn({6, 4}, rng);
-    Tensor dx = Tensor::zeros({6, 5}), dw = Tensor::zeros({4, 5});
-    ops.linear_backward(dx, dw, R, x, w);
-    auto objective = [&] {
-        Tensor y = Tensor::zeros({6, 4});
-        ops.linear_forward(y, x, w);
-        return dot(y, R);
-    };
+    LinearGradients g(2, 6, 5, 4);
     // L is bilinear, so central differences are exact up to rounding: a tight tolerance.
-    fd_check("x", x, dx, objective, rng, {.h = 1e-2, .tol = 1e-3});
-    fd_check("w", w, dw, objective, rng, {.h = 1e-2, .tol = 1e-3});
+    fd_check("x", g.x, g.dx, g.objective, g.rng, {.h = 1e-2, .tol = 1e-3});
+    fd_check("w", g.w, g.dw, g.objective, g.rng, {.h = 1e-2, .tol = 1e-3});
 }
 
 TEST_CASE("the finite-difference check catches a wrong gradient") {
-    CpuOps ops;
-    std::mt19937 rng(3);
-    Tensor x = randn({6, 5}, rng), w = randn({4, 5}, rng), R = randn({6, 4}, rng);
-    Tensor dx = Tensor::zeros({6, 5}), dw = Tensor::zeros({4, 5});
-    ops.linear_backward(dx, dw, R, x, w);
-    auto objective = [&] {
-        Tensor y = Tensor::zeros({6, 4});
-        ops.linear_forward(y, x, w);
-        return dot(y, R);
-    };
-    ops.scale_inplace(dw, 1.05f);  // a 5% scale error
-    CHECK(fd_compare(w, dw, objective, rng).failures > 0);
-    ops.scale_inplace(dx, -1.0f);  // a sign error
-    CHECK(fd_compare(x, dx, objective, rng).failures > 0);
+    LinearGradients g(3, 6, 5, 4);
+    g.ops.scale_inplace(g.dw, 1.05f);  // a 5% scale error
+    CHECK(fd_compare(g.w, g.dw, g.objective, g.rng).failures > 0);
+    g.ops.scale_inplace(g.dx, -1.0f);  // a sign error
+    CHECK(fd_compare(g.x, g.dx, g.objective, g.rng).failures > 0);
 }
 
 TEST_CASE("linear_backward accumulates into dx and dw") {
-    CpuOps ops;
-    std::mt19937 rng(4);
-    Tensor x = randn({33, 20}, rng), w = randn({12, 20}, rng), dy = randn({33, 12}, rng);
-    Tensor gx = Tensor::zeros({33, 20}), gw = Tensor::zeros({12, 20});
-    ops.linear_backward(gx, gw, dy, x, w);
+    LinearGradients g(4, 33, 20, 12);
+    CpuOps& ops = g.ops;
+    std::mt19937& rng = g.rng;
+    const Tensor &x = g.x, &w = g.w, &dy = g.R;
+    Tensor &gx = g.dx, &gw = g.dw;  // from zero: one call's sum
 
     Tensor dx0 = randn({33, 20}, rng), dw0 = randn({12, 20}, rng);
     Tensor dx = dx0.clone(), dw = dw0.clone();
@@ -100,11 +101,9 @@ TEST_CASE("linear_backward accumulates into dx and dw") {
 }
 
 TEST_CASE("linear_backward skips an undefined dx or dw") {
-    CpuOps ops;
-    std::mt19937 rng(5);
-    Tensor x = randn({7, 9}, rng), w = randn({3, 9}, rng), dy = randn({7, 3}, rng);
-    Tensor dx = Tensor::zeros({7, 9}), dw = Tensor::zeros({3, 9});
-    ops.linear_backward(dx, dw, dy, x, w);
+    LinearGradients g(5, 7, 9, 3);
+    CpuOps& ops = g.ops;
+    const Tensor &x = g.x, &w = g.w, &dy = g.R, &dx = g.dx, &dw = g.dw;
     Tensor none, only_dx = Tensor::zeros({7, 9}), only_dw = Tensor::zeros({3, 9});
     ops.linear_backward(only_dx, none, dy, x, w);
     ops.linear_backward(none, only_dw, dy, x, w);

@@ -222,11 +222,7 @@ TEST_CASE("moe permute, grouped linear and combine backwards match finite differ
         const Tensor Rp = randn({R, d}, rng);
         Tensor dx = Tensor::zeros({n, d});
         ops.moe_permute_backward(dx, Rp, row_of_pair);
-        auto objective = [&] {
-            Tensor xp = Tensor::zeros({R, d});
-            ops.moe_permute_forward(xp, x, pair_of_row);
-            return dot(xp, Rp);
-        };
+        const auto objective = dot_objective(Rp, [&](Tensor& xp) { ops.moe_permute_forward(xp, x, pair_of_row); });
         fd_check("x", x, dx, objective, rng, {.h = 1e-2, .tol = 1e-4});
     }
     SUBCASE("grouped linear") {
@@ -245,11 +241,8 @@ TEST_CASE("moe permute, grouped linear and combine backwards match finite differ
         const Tensor Ry = randn({R, out_dim}, rng);
         Tensor dx = Tensor::zeros({R, d});
         ops.moe_grouped_linear_backward(dx, dwp, Ry, x, wp, offsets);
-        auto objective = [&] {
-            Tensor y = Tensor::zeros({R, out_dim});
-            ops.moe_grouped_linear_forward(y, x, wp, offsets);
-            return dot(y, Ry);
-        };
+        const auto objective =
+            dot_objective(Ry, [&](Tensor& y) { ops.moe_grouped_linear_forward(y, x, wp, offsets); });
         // Rows of expert e are x W_e^T exactly as linear_forward computes them on its own.
         Tensor y = Tensor::zeros({R, out_dim});
         ops.moe_grouped_linear_forward(y, x, wp, offsets);
@@ -269,11 +262,8 @@ TEST_CASE("moe permute, grouped linear and combine backwards match finite differ
         const Tensor Ry = randn({n, d}, rng);
         Tensor dexpert = Tensor::zeros({R, d}), dgate = Tensor::zeros({n, k});
         ops.moe_combine_backward(dexpert, dgate, Ry, expert_out, gate, row_of_pair);
-        auto objective = [&] {
-            Tensor y = Tensor::zeros({n, d});
-            ops.moe_combine_forward(y, expert_out, gate, row_of_pair);
-            return dot(y, Ry);
-        };
+        const auto objective =
+            dot_objective(Ry, [&](Tensor& y) { ops.moe_combine_forward(y, expert_out, gate, row_of_pair); });
         fd_check("expert_out", expert_out, dexpert, objective, rng, {.h = 1e-2, .tol = 1e-3});
         fd_check("gate", gate, dgate, objective, rng, {.h = 1e-2, .tol = 1e-3});
     }

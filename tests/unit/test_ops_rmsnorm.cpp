@@ -41,11 +41,10 @@ TEST_CASE("rmsnorm_backward matches finite differences") {
     ops.rmsnorm_forward(y, rstd, x, gain, eps);
     Tensor dx = Tensor::zeros({N, d}), dgain = Tensor::zeros({d});
     ops.rmsnorm_backward(dx, dgain, R, x, gain, rstd);
-    auto objective = [&] {
-        Tensor y2 = Tensor::zeros({N, d}), r2 = Tensor::zeros({N});
+    const auto objective = dot_objective(R, [&](Tensor& y2) {
+        Tensor r2 = Tensor::zeros({N});
         ops.rmsnorm_forward(y2, r2, x, gain, eps);
-        return dot(y2, R);
-    };
+    });
     fd_check("x", x, dx, objective, rng, {.h = 1e-2, .tol = 2e-3});
     fd_check("gain", gain, dgain, objective, rng, {.h = 1e-2, .tol = 1e-3});
 }

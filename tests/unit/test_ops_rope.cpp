@@ -66,11 +66,7 @@ TEST_CASE("rope_backward matches finite differences and inverts the rotation") {
     Tensor x = randn({N, heads, hd}, rng), R = randn({N, heads, hd}, rng);
     Tensor dx = Tensor::zeros({N, heads, hd});
     ops.rope_backward(dx, R, T, 10000.0f);
-    auto objective = [&] {
-        Tensor out = Tensor::zeros({N, heads, hd});
-        ops.rope_forward(out, x, T, 10000.0f);
-        return dot(out, R);
-    };
+    const auto objective = dot_objective(R, [&](Tensor& out) { ops.rope_forward(out, x, T, 10000.0f); });
     fd_check("x", x, dx, objective, rng, {.h = 1e-2, .tol = 1e-3});
 
     // R^T R = I: backward of forward is x again.

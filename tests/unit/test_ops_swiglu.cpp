@@ -30,11 +30,7 @@ TEST_CASE("swiglu_backward matches finite differences") {
     Tensor gate = randn({6, 9}, rng, 2.0f), up = randn({6, 9}, rng), R = randn({6, 9}, rng);
     Tensor dgate = Tensor::zeros({6, 9}), dup = Tensor::zeros({6, 9});
     ops.swiglu_backward(dgate, dup, R, gate, up);
-    auto objective = [&] {
-        Tensor out = Tensor::zeros({6, 9});
-        ops.swiglu_forward(out, gate, up);
-        return dot(out, R);
-    };
+    const auto objective = dot_objective(R, [&](Tensor& out) { ops.swiglu_forward(out, gate, up); });
     fd_check("gate", gate, dgate, objective, rng, {.h = 1e-2, .tol = 1e-3});
     fd_check("up", up, dup, objective, rng, {.h = 1e-2, .tol = 1e-3});
 

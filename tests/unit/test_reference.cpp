@@ -22,15 +22,10 @@
 #include "tests/unit/test_util.h"
 #include "src/run/trainer.h"
 
-using nb::TensorSet;
-using nb::TrainOptions;
-using nb::WeightHistory;
+using namespace nb;
+using namespace nb::test;
 using nb::reference::Schedule;
 using nb::reference::weight_version;
-using nb::test::NullLog;
-using nb::test::pipeline_run;
-using nb::test::TempDir;
-using nb::test::write_corpus;
 
 namespace {
 

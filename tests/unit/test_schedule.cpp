@@ -15,30 +15,18 @@
 #include "pipeline/schedule/schedule.h"
 #include "pipeline/schedule/simulate.h"
 
-using nb::Action;
-using nb::ActionType;
-using nb::ScheduleKind;
-using nb::ScheduleSpec;
-using nb::StagePlan;
+using namespace nb;
+using namespace nb::test;
 
 namespace {
-
-using nb::test::contains;
-using nb::test::usage_error;
 
 constexpr ScheduleKind kAllKinds[] = {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::two_bw,
                                       ScheduleKind::pipedream};
 
 ScheduleSpec make_spec(ScheduleKind kind, int p, int64_t m, int64_t steps, int64_t sync_start = 0,
                        int64_t sync_cooldown = 0) {
-    ScheduleSpec spec;
-    spec.kind = kind;
-    spec.stages = p;
-    spec.microbatches = m;
-    spec.steps = steps;
-    spec.sync_start = sync_start;
-    spec.sync_cooldown = sync_cooldown;
-    return spec;
+    return {.kind = kind, .stages = p, .microbatches = m, .steps = steps, .sync_start = sync_start,
+            .sync_cooldown = sync_cooldown};
 }
 
 // The grid: P in {1,2,3,4,8}, m in {1, P, 2P, 3P+1} (2bw needs m >= P), steps in {1, 3}.

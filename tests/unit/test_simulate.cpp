@@ -13,26 +13,13 @@
 #include "pipeline/schedule/simulate.h"
 #include "pipeline/schedule/timeline_text.h"
 
-using nb::Action;
-using nb::ActionType;
-using nb::ScheduleKind;
-using nb::ScheduleSpec;
-using nb::SimCosts;
-using nb::SimResult;
-using nb::StagePlan;
+using namespace nb;
+using namespace nb::test;
 
 namespace {
 
-using nb::test::contains;
-using nb::test::usage_error;
-
 ScheduleSpec make_spec(ScheduleKind kind, int p, int64_t m, int64_t steps) {
-    ScheduleSpec spec;
-    spec.kind = kind;
-    spec.stages = p;
-    spec.microbatches = m;
-    spec.steps = steps;
-    return spec;
+    return {.kind = kind, .stages = p, .microbatches = m, .steps = steps};
 }
 
 SimResult simulate_spec(const ScheduleSpec& spec, const SimCosts& costs = {}) {

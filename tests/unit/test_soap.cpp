@@ -14,18 +14,10 @@
 #include "optim/soap.h"
 #include "src/core/rng.h"
 
-using nb::ParamInfo;
-using nb::ParamKind;
-using nb::ParamLayout;
-using nb::Soap;
-using nb::SoapConfig;
-using nb::Tensor;
-using nb::TensorSet;
+using namespace nb;
+using namespace nb::test;
 
 namespace {
-
-using nb::test::contains;
-using nb::test::usage_error;
 
 Tensor random_tensor(const nb::Shape& shape, nb::Rng& rng) {
     Tensor t = Tensor::zeros(shape);

@@ -24,14 +24,8 @@
 #include "pipeline/stage/weight_versions.h"
 #include "tests/unit/pipeline_test_util.h"
 
-using nb::ActionType;
-using nb::Channel;
-using nb::PipelineSetup;
-using nb::TrainOptions;
-using nb::test::NullLog;
-using nb::test::pipeline_run;
-using nb::test::TempDir;
-using nb::test::write_corpus;
+using namespace nb;
+using namespace nb::test;
 
 namespace {
 
