@@ -82,6 +82,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -792,21 +793,14 @@ bool attention_backward_cudnn(CudaOps& ops, const AttentionShape& s, Tensor& dq,
 
 // ---- the choice and the report --------------------------------------------------------------------------------
 
-const char* attention_impl_name(AttentionImpl impl) {
-    switch (impl) {
-        case AttentionImpl::automatic: return "auto";
-        case AttentionImpl::cudnn: return "cudnn";
-        case AttentionImpl::kernel: return "kernel";
-    }
-    return "?";
-}
+// The table's names are string literals, so data() is NUL-terminated.
+const char* attention_impl_name(AttentionImpl impl) { return kAttentionImpls.name(impl).data(); }
 
 AttentionImpl parse_attention_impl(const char* value) {
     const std::string v = value ? value : "";
-    if (v.empty() || v == "auto") return AttentionImpl::automatic;
-    if (v == "cudnn") return AttentionImpl::cudnn;
-    if (v == "kernel") return AttentionImpl::kernel;
-    throw RuntimeError("NOBUBBLE_CUDA_ATTENTION='" + v + "': expected auto, cudnn or kernel");
+    if (v.empty()) return AttentionImpl::automatic;
+    if (const std::optional<AttentionImpl> impl = kAttentionImpls.find(v)) return *impl;
+    throw RuntimeError("NOBUBBLE_CUDA_ATTENTION='" + v + "': expected " + kAttentionImpls.choices_text());
 }
 
 AttentionImpl attention_impl(CudaOps& ops) { return cache_of(ops.context()).impl; }

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <string>
 
+#include "src/core/name_table.h"
 #include "src/core/tensor.h"
 
 namespace nb::cuda {
@@ -25,10 +26,16 @@ namespace nb::cuda {
 class CudaOps;
 
 enum class AttentionImpl { automatic, cudnn, kernel };
+// The values of the environment variable NOBUBBLE_CUDA_ATTENTION (not a flag: a RuntimeError names a bad one).
+inline constexpr auto kAttentionImpls = name_table<AttentionImpl>("NOBUBBLE_CUDA_ATTENTION", {
+    {"auto", AttentionImpl::automatic},
+    {"cudnn", AttentionImpl::cudnn},
+    {"kernel", AttentionImpl::kernel},
+});
 
 // "auto", "cudnn" or "kernel".
 const char* attention_impl_name(AttentionImpl impl);
-// Parses a NOBUBBLE_CUDA_ATTENTION value; nullptr or "" is auto. RuntimeError for anything else.
+// Parses a NOBUBBLE_CUDA_ATTENTION value; nullptr or "" is auto. RuntimeError for a name not in kAttentionImpls.
 AttentionImpl parse_attention_impl(const char* value);
 
 // The backend's current choice (first call: from the environment), and an override for this backend.

@@ -9,21 +9,9 @@
 
 namespace nb {
 
-DelayFixKind parse_delay_fix_kind(std::string_view name) {
-    if (name == "none") return DelayFixKind::none;
-    if (name == "ef") return DelayFixKind::ef;
-    if (name == "taylor") return DelayFixKind::taylor;
-    throw UsageError(fmt::format("unknown --delay-fix '{}' (valid: none, ef, taylor)", name));
-}
+DelayFixKind parse_delay_fix_kind(std::string_view name) { return kDelayFixKinds.parse(name); }
 
-std::string_view delay_fix_kind_name(DelayFixKind kind) {
-    switch (kind) {
-        case DelayFixKind::none: return "none";
-        case DelayFixKind::ef: return "ef";
-        case DelayFixKind::taylor: return "taylor";
-    }
-    return "?";
-}
+std::string_view delay_fix_kind_name(DelayFixKind kind) { return kDelayFixKinds.name(kind); }
 
 void DelayFixConfig::validate() const {
     if (!(std::isfinite(taylor_lambda) && taylor_lambda >= 0.0f))

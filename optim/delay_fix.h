@@ -24,12 +24,18 @@
 
 #include "model/params.h"
 #include "optim/optimizer.h"
+#include "src/core/name_table.h"
 #include "src/core/tensor.h"
 
 namespace nb {
 
 enum class DelayFixKind { none, ef, taylor };
-// "none", "ef", "taylor"; anything else: nb::UsageError naming --delay-fix and the valid names.
+inline constexpr auto kDelayFixKinds = name_table<DelayFixKind>("--delay-fix", {
+    {"none", DelayFixKind::none},
+    {"ef", DelayFixKind::ef, "update-level error feedback"},
+    {"taylor", DelayFixKind::taylor, "DC-ASGD"},
+});
+// kDelayFixKinds.parse and .name.
 DelayFixKind parse_delay_fix_kind(std::string_view name);
 std::string_view delay_fix_kind_name(DelayFixKind kind);
 

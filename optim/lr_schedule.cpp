@@ -10,23 +10,9 @@
 
 namespace nb {
 
-LrDecayStyle parse_lr_decay_style(std::string_view name) {
-    if (name == "constant") return LrDecayStyle::constant;
-    if (name == "linear") return LrDecayStyle::linear;
-    if (name == "cosine") return LrDecayStyle::cosine;
-    if (name == "wsd") return LrDecayStyle::wsd;
-    throw UsageError(fmt::format("--lr-decay-style '{}' is not one of: constant, linear, cosine, wsd", name));
-}
+LrDecayStyle parse_lr_decay_style(std::string_view name) { return kLrDecayStyles.parse(name); }
 
-std::string_view lr_decay_style_name(LrDecayStyle style) {
-    switch (style) {
-        case LrDecayStyle::constant: return "constant";
-        case LrDecayStyle::linear: return "linear";
-        case LrDecayStyle::cosine: return "cosine";
-        case LrDecayStyle::wsd: return "wsd";
-    }
-    return "?";
-}
+std::string_view lr_decay_style_name(LrDecayStyle style) { return kLrDecayStyles.name(style); }
 
 // The -1 defaults: decay over the whole run; WSD anneals over the last 20% of the decay window.
 static int64_t resolve_decay_iters(const LrScheduleConfig& cfg, int64_t train_iters) {

@@ -12,12 +12,20 @@
 #include <cstdint>
 #include <string_view>
 
+#include "src/core/name_table.h"
+
 namespace nb {
 
 enum class LrDecayStyle { constant, linear, cosine, wsd };
-// "constant", "linear", "cosine", "wsd"; anything else: nb::UsageError naming --lr-decay-style and the names.
+inline constexpr auto kLrDecayStyles = name_table<LrDecayStyle>("--lr-decay-style", {
+    {"constant", LrDecayStyle::constant},
+    {"linear", LrDecayStyle::linear},
+    {"cosine", LrDecayStyle::cosine},
+    {"wsd", LrDecayStyle::wsd},
+});
+// kLrDecayStyles.parse and .name.
 LrDecayStyle parse_lr_decay_style(std::string_view name);
-std::string_view lr_decay_style_name(LrDecayStyle style);  // "constant", "linear", "cosine", "wsd"
+std::string_view lr_decay_style_name(LrDecayStyle style);
 
 struct LrScheduleConfig {
     LrDecayStyle decay_style = LrDecayStyle::cosine;  // --lr-decay-style

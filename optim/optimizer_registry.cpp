@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "src/core/error.h"
+#include "src/core/name_table.h"
 #include "optim/adamw.h"
 #include "optim/adan.h"
 #include "optim/lion.h"
@@ -198,7 +199,7 @@ const OptimizerFlag* find_optimizer_flag(std::string_view name) {
 const OptimizerRow& optimizer_row(std::string_view name) {
     for (const OptimizerRow& row : optimizer_rows())
         if (row.name == name) return row;
-    throw UsageError(fmt::format("unknown --optimizer '{}' (valid: {})", name, fmt::join(optimizer_names(), ", ")));
+    throw unknown_name_error("--optimizer", name, optimizer_names());
 }
 
 std::optional<OptimizerFlagValue> flag_value(const OptimizerConfig& config, const OptimizerFlag& flag) {
@@ -298,8 +299,7 @@ std::string optimizer_flag_help(const OptimizerFlag& flag) {
 
 std::string optimizer_choices() {
     const std::vector<std::string_view>& names = optimizer_names();
-    if (names.size() < 2) return fmt::format("{}", fmt::join(names, ""));
-    return fmt::format("{} or {}", fmt::join(names.begin(), names.end() - 1, ", "), names.back());
+    return or_list(std::vector<std::string>(names.begin(), names.end()));
 }
 
 }  // namespace nb

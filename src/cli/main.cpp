@@ -15,9 +15,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "src/cli/choice_lists.h"
 #include "src/cli/commands.h"
 #include "src/core/error.h"
 #include "src/core/mpi_env.h"
+#include "src/core/name_table.h"
 
 namespace {
 
@@ -39,13 +41,25 @@ std::optional<std::string> subcommand_error(int argc, char** argv, std::span<con
     return fmt::format("unknown subcommand '{}' (one of: {})", first, known);
 }
 
+// --list KIND: the names, one per line (a script's list of optimizers, schedules, ...).
+int print_choice_names(const std::string& kind) {
+    for (const std::string& name : nb::cli::choice_names(kind)) fmt::print("{}\n", name);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     nb::MpiSession mpi(argc, argv);  // MPI_Init_thread under mpirun; MPI_Finalize when main returns
     CLI::App app{"nobubble: pipeline-parallel LLM pretraining (sync 1F1B, GPipe, PipeDream, PipeDream-2BW)",
                  "nobubble"};
-    app.require_subcommand(1);
+    // A subcommand, or --list alone (checked after parsing: CLI11 would demand a subcommand).
+    app.require_subcommand(0, 1);
+    std::string list_kind;
+    app.add_option("--list", list_kind,
+                   fmt::format("Print the names KIND accepts, one per line, and exit (KIND: {})",
+                               nb::comma_list(nb::cli::choice_kinds())))
+        ->option_text("KIND");
     // A flag given twice takes its last value: the command line overrides a --config file.
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     app.set_help_all_flag("--help-all", "Show help for every subcommand");
@@ -68,6 +82,7 @@ int main(int argc, char** argv) {
         return fail(e.what(), nb::kExitUsage);
     }
     try {
+        if (!list_kind.empty()) return print_choice_names(list_kind);
         for (const auto& command : commands)
             if (command.app->parsed()) return command.run();
         return fail("no subcommand given (train, reference, schedule, info, bench)", nb::kExitUsage);

@@ -60,7 +60,7 @@ Command add_schedule_command(CLI::App& app) {
     auto flags = std::make_shared<ScheduleFlags>();
     ScheduleSpec& spec = flags->spec;
     SimCosts& costs = flags->costs;
-    sub->add_option("--schedule", flags->schedule, "gpipe, 1f1b, 2bw or pipedream")->required();
+    sub->add_option("--schedule", flags->schedule, kScheduleKinds.choices_text())->required();
     sub->add_option("--stages", spec.stages, "Pipeline stages (P)")->required();
     sub->add_option("--microbatches,--num-microbatches", spec.microbatches, "Microbatches per iteration (m)")
         ->required();

@@ -34,7 +34,7 @@ void add_optimizer_flags(CLI::App& sub, OptimizerConfig& c) {
 void add_train_flags(CLI::App& sub, TrainFlags& f) {
     TrainOptions& o = f.options;
     add_model_flags(sub, f.model);
-    sub.add_option("--device", f.device, "cpu (f32 reference) or cuda (bf16 compute, f32 master weights)")
+    sub.add_option("--device", f.device, kDevices.choices_text())
         ->capture_default_str();
     sub.add_option("--data", o.data_path, "Training data: a text file (bytes, vocab 256) or llm.c shards *.bin (glob)");
     sub.add_option("--val-data", o.val_data_path, "Validation data (same formats); default: hold back --val-fraction");
@@ -56,12 +56,11 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
         "Peak learning rate (required)");
     sub.add_option("--min-lr", o.lr.min_lr, "Learning rate at the end of decay")->capture_default_str();
     sub.add_option("--lr-warmup-iters", o.lr.warmup_iters, "Linear warm-up steps")->capture_default_str();
-    sub.add_option("--lr-decay-style", f.lr_decay_style, "constant, linear, cosine or wsd")->capture_default_str();
+    sub.add_option("--lr-decay-style", f.lr_decay_style, kLrDecayStyles.choices_text())->capture_default_str();
     sub.add_option("--lr-decay-iters", o.lr.decay_iters, "Steps over which to decay (default: all steps)");
     sub.add_option("--lr-wsd-decay-iters", o.lr.wsd_decay_iters, "Final decay steps of WSD (default: 20%)");
     add_optimizer_flags(sub, o.optimizer);
-    sub.add_option("--delay-fix", f.delay_fix,
-                   "none, ef (update-level error feedback) or taylor (DC-ASGD); 2bw only")
+    sub.add_option("--delay-fix", f.delay_fix, kDelayFixKinds.choices_text() + "; 2bw only")
         ->capture_default_str();
     sub.add_option("--taylor-lambda", o.delay_fix.taylor_lambda, "taylor: lambda of g + lambda g*g*(W - W_stale)")
         ->capture_default_str();
@@ -71,9 +70,8 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
         ->capture_default_str();
     sub.add_option("--clip-grad", o.clip_grad, "Gradient-norm clipping (0: off)")->capture_default_str();
     sub.add_option("--clip-scope", f.clip_scope,
-                   "global (norm over all stages) or stage (each stage its own norm); default: global for "
-                   "gpipe/1f1b, stage for 2bw/pipedream");
-    sub.add_option("--schedule", f.schedule, "Pipeline schedule: gpipe, 1f1b, 2bw or pipedream")->capture_default_str();
+                   kClipScopes.choices_text() + "; default: global for gpipe/1f1b, stage for 2bw/pipedream");
+    sub.add_option("--schedule", f.schedule, "Pipeline schedule: " + kScheduleKinds.choices_text())->capture_default_str();
     sub.add_option("--stages", o.stages, "Pipeline stages")->capture_default_str();
     sub.add_option("--seed", o.seed, "Seed for weights and data order")->capture_default_str();
     sub.add_option("--eval-interval", o.eval_interval, "Validate every N iterations (0: only at the end)")
@@ -113,8 +111,7 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--kill-at-step", o.kill_at_step,
                    "TEST ONLY: with --kill-rank, that rank kills itself (SIGKILL) in optimizer step N (from 0)");
     sub.add_option("--kill-rank", o.kill_rank, "TEST ONLY: the rank (stage) that --kill-at-step kills");
-    sub.add_option("--kill-during", f.kill_during,
-                   "TEST ONLY: where --kill-at-step kills: forward, receive, optimizer or checkpoint (mid-write)")
+    sub.add_option("--kill-during", f.kill_during, "TEST ONLY: where --kill-at-step kills: " + kKillPoints.choices_text())
         ->capture_default_str();
     sub.add_option("--watchdog-s", o.watchdog_s,
                    "Under mpirun: a rank whose stage makes no progress for S seconds names what it waits for and "

@@ -30,7 +30,8 @@ const char* dtype_name(DType dtype) {
     return "?";
 }
 
-const char* device_name(Device device) { return device == Device::cpu ? "cpu" : "cuda"; }
+// The table's names are string literals, so data() is NUL-terminated.
+const char* device_name(Device device) { return kDevices.name(device).data(); }
 
 namespace {
 

@@ -13,9 +13,15 @@
 #include <string>
 #include <vector>
 
+#include "src/core/name_table.h"
+
 namespace nb {
 
 enum class Device : uint8_t { cpu, cuda };
+inline constexpr auto kDevices = name_table<Device>("--device", {
+    {"cpu", Device::cpu, "f32 reference"},
+    {"cuda", Device::cuda, "bf16 compute, f32 master weights"},
+});
 enum class DType : uint8_t { f32, bf16, i32 };
 const char* device_name(Device device);
 

@@ -1,36 +1,14 @@
 #include "src/plan/schedule_spec.h"
 
-#include <array>
-#include <utility>
-
 #include <fmt/format.h>
 
 #include "src/core/error.h"
 
 namespace nb {
 
-namespace {
+ScheduleKind parse_schedule_kind(std::string_view name) { return kScheduleKinds.parse(name); }
 
-constexpr std::array<std::pair<std::string_view, ScheduleKind>, 4> kScheduleNames = {{
-    {"gpipe", ScheduleKind::gpipe},
-    {"1f1b", ScheduleKind::one_f_one_b},
-    {"2bw", ScheduleKind::two_bw},
-    {"pipedream", ScheduleKind::pipedream},
-}};
-
-}  // namespace
-
-ScheduleKind parse_schedule_kind(std::string_view name) {
-    for (const auto& [n, kind] : kScheduleNames)
-        if (n == name) return kind;
-    throw UsageError(fmt::format("unknown --schedule '{}' (valid: gpipe, 1f1b, 2bw, pipedream)", name));
-}
-
-std::string_view schedule_kind_name(ScheduleKind kind) {
-    for (const auto& [n, k] : kScheduleNames)
-        if (k == kind) return n;
-    return "?";
-}
+std::string_view schedule_kind_name(ScheduleKind kind) { return kScheduleKinds.name(kind); }
 
 bool is_asynchronous(ScheduleKind kind) { return kind == ScheduleKind::two_bw || kind == ScheduleKind::pipedream; }
 

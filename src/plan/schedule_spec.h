@@ -6,11 +6,19 @@
 #include <cstdint>
 #include <string_view>
 
+#include "src/core/name_table.h"
+
 namespace nb {
 
 enum class ScheduleKind { gpipe, one_f_one_b, two_bw, pipedream };
+inline constexpr auto kScheduleKinds = name_table<ScheduleKind>("--schedule", {
+    {"gpipe", ScheduleKind::gpipe},
+    {"1f1b", ScheduleKind::one_f_one_b},
+    {"2bw", ScheduleKind::two_bw},
+    {"pipedream", ScheduleKind::pipedream},
+});
 
-// "gpipe", "1f1b", "2bw", "pipedream". Anything else: nb::UsageError naming --schedule and the valid names.
+// kScheduleKinds.parse and .name.
 ScheduleKind parse_schedule_kind(std::string_view name);
 std::string_view schedule_kind_name(ScheduleKind kind);
 // 2bw and pipedream: steps outside --sync-start / --sync-cooldown run without flushes on stale weights.

@@ -2,29 +2,17 @@
 
 #include <fmt/format.h>
 
-#include "src/core/error.h"
-
 namespace nb {
 
-ClipScope parse_clip_scope(std::string_view name) {
-    if (name == "global") return ClipScope::global;
-    if (name == "stage") return ClipScope::stage;
-    throw UsageError(fmt::format("--clip-scope '{}' is not one of: global, stage", name));
-}
+ClipScope parse_clip_scope(std::string_view name) { return kClipScopes.parse(name); }
 
-std::string_view clip_scope_name(ClipScope scope) { return scope == ClipScope::global ? "global" : "stage"; }
+std::string_view clip_scope_name(ClipScope scope) { return kClipScopes.name(scope); }
 
 ClipScope clip_scope_of(ScheduleKind schedule) {
     return is_asynchronous(schedule) ? ClipScope::stage : ClipScope::global;
 }
 
-KillPoint parse_kill_point(std::string_view name) {
-    if (name == "forward") return KillPoint::forward;
-    if (name == "receive") return KillPoint::receive;
-    if (name == "optimizer") return KillPoint::optimizer;
-    if (name == "checkpoint") return KillPoint::checkpoint;
-    throw UsageError(fmt::format("--kill-during '{}' is not one of: forward, receive, optimizer, checkpoint", name));
-}
+KillPoint parse_kill_point(std::string_view name) { return kKillPoints.parse(name); }
 
 std::string TrainOptions::describe_update_rule() const {
     std::string rule = "--optimizer " + optimizer.name;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/config.h"
+#include "src/core/name_table.h"
 #include "src/core/tensor.h"
 #include "optim/delay_fix.h"
 #include "optim/lr_schedule.h"
@@ -20,7 +21,11 @@ enum class ClipScope {
     global,  // the norm over every stage (gpipe, 1f1b: their stages step together)
     stage,   // each stage its own norm (2bw, pipedream: their stages step at different times)
 };
-// "global", "stage"; anything else: nb::UsageError naming --clip-scope and the names.
+inline constexpr auto kClipScopes = name_table<ClipScope>("--clip-scope", {
+    {"global", ClipScope::global, "norm over all stages"},
+    {"stage", ClipScope::stage, "each stage its own norm"},
+});
+// kClipScopes.parse and .name.
 ClipScope parse_clip_scope(std::string_view name);
 std::string_view clip_scope_name(ClipScope scope);
 // docs/DESIGN.md section 2: the scope a schedule clips with (the default of --clip-scope, and the only one it accepts).
@@ -33,7 +38,13 @@ enum class KillPoint {
     optimizer,   // inside the optimizer step, before the update
     checkpoint,  // halfway through writing its checkpoint file (the save after the step's iteration)
 };
-KillPoint parse_kill_point(std::string_view name);  // UsageError naming --kill-during and the valid names
+inline constexpr auto kKillPoints = name_table<KillPoint>("--kill-during", {
+    {"forward", KillPoint::forward},
+    {"receive", KillPoint::receive},
+    {"optimizer", KillPoint::optimizer},
+    {"checkpoint", KillPoint::checkpoint, "mid-write"},
+});
+KillPoint parse_kill_point(std::string_view name);  // kKillPoints.parse
 
 struct TrainOptions {
     ModelConfig model;

@@ -10,11 +10,7 @@
 
 namespace nb {
 
-Device parse_device(const std::string& name) {
-    if (name == "cpu") return Device::cpu;
-    if (name == "cuda") return Device::cuda;
-    throw UsageError(fmt::format("--device '{}' is not one of: cpu, cuda", name));
-}
+Device parse_device(const std::string& name) { return kDevices.parse(name); }
 
 std::unique_ptr<Ops> make_ops(Device device) {
     if (device == Device::cpu) return std::make_unique<CpuOps>();

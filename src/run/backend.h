@@ -8,7 +8,7 @@
 
 namespace nb {
 
-Device parse_device(const std::string& name);  // UsageError for anything but cpu / cuda
+Device parse_device(const std::string& name);  // kDevices.parse (src/core/tensor.h)
 // Starts the backend; RuntimeError naming the CUDA error where no GPU is usable or CUDA was not built.
 std::unique_ptr<Ops> make_ops(Device device);
 

@@ -73,4 +73,32 @@ expect_error 2 "sync-start must be >= 0, got -1" "${T[@]}" --schedule 2bw --sync
 expect_error 2 "is synchronous already" "${T[@]}" --schedule gpipe --sync-cooldown 1
 expect_error 2 "sync-start 2 + --sync-cooldown 1 exceed" "$NB" reference --data "$C" "${TINY_FLAGS[@]}" --train-iters 2 --schedule 2bw --sync-start 2 --sync-cooldown 1
 expect_error 2 "delay-fix ef applies to --schedule 2bw only" "$NB" reference --data "$C" "${TINY_FLAGS[@]}" --train-iters 2 --delay-fix ef
+# --list KIND: the names, one per line, exit 0; they are the names the flag's parser accepts (its error lists
+# the same); an unknown KIND is one error line naming the kinds.
+expect_list() {
+  local kind=$1 want=$2 out rc=0
+  out=$("$NB" --list "$kind" 2>&1) || rc=$?
+  if [ "$rc" = 0 ] && [ "$(echo "$out" | paste -sd' ')" = "$want" ]; then
+    pass "--list $kind: $want"
+  else
+    fail "--list $kind: expected exit 0 and '$want', got exit $rc and: $out"
+  fi
+}
+expect_list optimizers "adamw muon lion adan mars soap"
+expect_list schedules "gpipe 1f1b 2bw pipedream"
+expect_list delay-fixes "none ef taylor"
+expect_list lr-decay-styles "constant linear cosine wsd"
+expect_list clip-scopes "global stage"
+expect_list devices "cpu cuda"
+expect_list kill-points "forward receive optimizer checkpoint"
+expect_list attention-backends "auto cudnn kernel"
+expect_list models "tiny tiny-moe small smollm-135m smollm-360m moe-1b moe-10b"
+for kind_flag in optimizers:--optimizer schedules:--schedule delay-fixes:--delay-fix lr-decay-styles:--lr-decay-style \
+                 clip-scopes:--clip-scope devices:--device kill-points:--kill-during; do
+  kind=${kind_flag%%:*} flag=${kind_flag#*:}
+  valid=$("$NB" --list "$kind" | paste -sd',' | sed 's/,/, /g')
+  expect_error 2 "^nobubble: error: unknown $flag 'bogus' (valid: $valid)$" "${T[@]}" "$flag" bogus
+done
+expect_error 2 "^nobubble: error: unknown --list 'bogus' (valid: optimizers, schedules, delay-fixes, lr-decay-styles, clip-scopes, devices, models, kill-points, attention-backends)$" \
+  "$NB" --list bogus
 finish

@@ -76,7 +76,7 @@ expect_error 2 "schedule 2bw needs --num-microbatches >= the number of stages (P
 expect_error 2 "clip-scope stage does not fit --schedule 1f1b" "${R[@]}" --clip-scope stage
 expect_error 2 "clip-scope stage does not fit --schedule gpipe" "${R[@]}" --schedule gpipe --clip-scope stage
 expect_error 2 "clip-scope global does not fit --schedule 2bw: an asynchronous schedule clips each stage by its own norm" "${R[@]}" --schedule 2bw --clip-scope global
-expect_error 2 "clip-scope 'layer' is not one of: global, stage" "${R[@]}" --clip-scope layer
+expect_error 2 "unknown --clip-scope 'layer' (valid: global, stage)" "${R[@]}" --clip-scope layer
 expect_error 2 "tied embeddings across stages are not built yet: use --untie-embeddings-and-output-weights" \
   "$NB" reference --data "$WORK/corpus.txt" "${TINY_FLAGS[@]}" --tie-embeddings --stages 2 --train-iters 2
 expect_error 2 "data is required" "$NB" reference "${TINY_FLAGS[@]}" --schedule 2bw

@@ -297,7 +297,7 @@ TEST_CASE("run plan: options the reference and the pipeline cannot run are usage
     bad = small_run(data, "pipedream", 2, 2, 2);
     bad.clip_scope = nb::ClipScope::global;
     CHECK(error_of(bad).find("--clip-scope global does not fit --schedule pipedream") == 0);
-    CHECK(nb::test::usage_error([] { nb::parse_clip_scope("layer"); }) == "--clip-scope 'layer' is not one of: global, stage");
+    CHECK(nb::test::usage_error([] { nb::parse_clip_scope("layer"); }) == "unknown --clip-scope 'layer' (valid: global, stage)");
     bad = o;
     bad.model.tie_embeddings = true;
     CHECK(error_of(bad) ==
