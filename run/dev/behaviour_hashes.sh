@@ -14,6 +14,10 @@ tied=(--data "$work/corpus.txt" --model tiny --num-layers 5 --hidden-size 64 --f
        --num-attention-heads 4 --num-query-groups 2 --micro-batch-size 2 --seq-length 32 --lr 1e-3 --eval-iters 1
        --log-interval 100 --train-iters 6)
 flags=("${tied[@]}" --untie-embeddings-and-output-weights)
+# Every schedule, optimizer and delay fix the binary has, as it lists them (same binary, same runs, same order).
+schedules=$("$nb" --list schedules)
+optimizers=$("$nb" --list optimizers)
+delay_fixes=$("$nb" --list delay-fixes | grep -vx none)
 : >"$out"
 record() {  # record NAME COMMAND...
   local name=$1 log="$work/$1.log"
@@ -27,17 +31,17 @@ record() {  # record NAME COMMAND...
 }
 record train_tiny "$nb" train "${flags[@]}" --train-iters 8 --lr-warmup-iters 2 --lr-decay-style cosine
 record train_tiny_tied "$nb" train "${tied[@]}"
-for schedule in gpipe 1f1b 2bw pipedream; do
+for schedule in $schedules; do
   record "ref_${schedule}_p3" "$nb" reference "${flags[@]}" --schedule "$schedule" --stages 3 --num-microbatches 3
   record "inproc_${schedule}_p3" "$nb" train "${flags[@]}" --schedule "$schedule" --stages 3 --num-microbatches 3
 done
 record mpi_1f1b_p3 mpirun --oversubscribe -np 3 "$nb" train "${flags[@]}" --schedule 1f1b --num-microbatches 3
 record mpi_2bw_p2 mpirun --oversubscribe -np 2 "$nb" train "${flags[@]}" --schedule 2bw --num-microbatches 4
-for opt in adamw muon lion adan mars soap; do
+for opt in $optimizers; do
   record "ref_${opt}_2bw_p2" "$nb" reference "${flags[@]}" --optimizer "$opt" --schedule 2bw --stages 2 --num-microbatches 2
   record "train_${opt}" "$nb" train "${flags[@]}" --optimizer "$opt"
 done
-for fix in ef taylor; do
+for fix in $delay_fixes; do
   record "ref_2bw_${fix}_p3" "$nb" reference "${flags[@]}" --schedule 2bw --stages 3 --num-microbatches 3 --delay-fix "$fix"
 done
 record ref_2bw_sync_p2 "$nb" reference "${flags[@]}" --schedule 2bw --stages 2 --num-microbatches 2 --delay-fix ef \

@@ -147,7 +147,7 @@ declare -A LRS=(
   [soap]="1e-3 3e-3 1e-2 3e-2"
 )
 declare -A EXTRA=([muon]="--adam-lr 3e-3")
-OPTIMIZERS="adamw muon lion adan mars soap"
+OPTIMIZERS=$("$NB" --list optimizers | paste -sd' ')  # every optimizer nobubble has
 SETTINGS="sync 2bw 2bw_ef pd2 pd4"
 VIEW=curves  # what the summary adds to the table (summarize_delay_sweep.py --view)
 case "$preset" in  # the paper's pair under the one-step delay only
@@ -159,6 +159,10 @@ case "$preset" in  # the paper's pair under the one-step delay only
     SETTINGS="sync 2bw"; VIEW=momentum ;;
   depth|smoke-depth) OPTIMIZERS="adamw muon"; SETTINGS="sync 2bw 2bw4 2bw8 pd2 pd4 pd8"; VIEW=depth ;;
 esac
+for opt in $OPTIMIZERS; do  # a new optimizer needs its grid in LRS before it can be swept
+  [ -n "${LRS[${opt%%_*}]:-}" ] \
+    || { echo "nobubble: error: delay_sweep.sh: no lr grid for --optimizer ${opt%%_*} (add it to LRS)" >&2; exit 2; }
+done
 # The lambdas of --delay-fix taylor tried on 2bw (seed 1) where a preset runs it; the best is kept.
 TAYLOR_LAMBDAS="0.01 0.04 0.16"
 if [[ "$preset" =~ ^(long|mitigations|depth)$ ]]; then

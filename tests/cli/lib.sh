@@ -136,6 +136,19 @@ check_against_reference() {
   fi
 }
 
+# names_into ARRAY KIND: ARRAY gets `nobubble --list KIND`, the names the command line accepts (optimizers,
+# schedules, delay-fixes, ...), so that a test covers every one without listing them. An empty list would make
+# the test check nothing: a failed check that ends the test.
+names_into() {
+  local -n names=$1
+  mapfile -t names < <("$NB" --list "$2")
+  if [ "${#names[@]}" = 0 ]; then
+    fail "nobubble --list $2 printed no names"
+    finish
+    exit 1
+  fi
+}
+
 finish() {
   echo "$PASSED passed, $FAILED failed"
   [ "$FAILED" = 0 ]

@@ -11,7 +11,8 @@ source "$(dirname "$0")/lib.sh"
 make_corpus "$WORK/corpus.txt"
 FLAGS=(--data "$WORK/corpus.txt" "${TINY_FLAGS[@]}" --num-layers 3 --train-iters 8 --lr-warmup-iters 3 --log-interval 1)
 
-for opt in adamw muon lion adan mars soap; do
+names_into OPTIMIZERS optimizers
+for opt in "${OPTIMIZERS[@]}"; do
   F=("${FLAGS[@]}" --optimizer "$opt")
   run_logged 120 "full_$opt" "$NB" train "${F[@]}"
   want=$(hash_of "$WORK/full_$opt.log")

@@ -15,7 +15,8 @@ FLAGS=(--data "$WORK/corpus.txt" "${TINY_FLAGS[@]}" --num-layers 5 --untie-embed
 
 run() { run_logged 120 "$@"; }  # run NAME COMMAND...: the log lands in $WORK/NAME.log
 start=$SECONDS
-for schedule in gpipe 1f1b 2bw pipedream; do
+names_into SCHEDULES schedules
+for schedule in "${SCHEDULES[@]}"; do
   for p in 2 3 4; do
     for m in "$p" $((2 * p)); do
       check_against_reference "${schedule}_p${p}_m${m}" "$p" --schedule "$schedule" --num-microbatches "$m"

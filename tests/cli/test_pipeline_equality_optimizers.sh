@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The pipeline against its oracle for every optimizer and every delay mitigation (docs/DESIGN.md section 2, "The
 # oracle"; test_pipeline_equality.sh does the same for the schedules with AdamW). On the 5-layer model, 6 iterations:
-#   1. every optimizer (adamw muon lion adan mars soap) under every schedule, P = 3, m = 3;
-#   2. --delay-fix ef and taylor (2bw only) for P in {2, 3, 4} and m in {P, 2P}, the optimizer rotating so each
-#      one meets both fixes;
+#   1. every optimizer under every schedule (as `nobubble --list` names them), P = 3, m = 3;
+#   2. every --delay-fix but none (ef, taylor: 2bw only) for P in {2, 3, 4} and m in {P, 2P}, the optimizer
+#      rotating so each one meets both fixes;
 #   3. --sync-start / --sync-cooldown with 2bw (with ef) and pipedream, P in {2, 4};
 # each run as `nobubble reference`, as `nobubble train --stages P` (in-process) and, with MPI, as
 # `mpirun -np P nobubble train`: the same final weights, optimizer state (delay-fix state included), validation
@@ -14,19 +14,22 @@ make_corpus "$WORK/corpus.txt"
 FLAGS=(--data "$WORK/corpus.txt" "${TINY_FLAGS[@]}" --num-layers 5 --untie-embeddings-and-output-weights
        --log-interval 100 --train-iters 6)
 [ "$HAVE_MPI" = 1 ] || echo "skip: nobubble is built without MPI or mpirun is missing: in-process runs only"
-OPTIMIZERS=(adamw muon lion adan mars soap)
+names_into OPTIMIZERS optimizers
+names_into SCHEDULES schedules
+names_into DELAY_FIXES delay-fixes
 
 run() { run_logged 120 "$@"; }
 
 start=$SECONDS
 for opt in "${OPTIMIZERS[@]}"; do
-  for schedule in gpipe 1f1b 2bw pipedream; do
+  for schedule in "${SCHEDULES[@]}"; do
     check_against_reference "${opt}_${schedule}" 3 --optimizer "$opt" --schedule "$schedule" --num-microbatches 3
   done
 done
 
 k=0
-for fix in ef taylor; do
+for fix in "${DELAY_FIXES[@]}"; do
+  [ "$fix" = none ] && continue  # the plain runs above
   for p in 2 3 4; do
     for m in "$p" $((2 * p)); do
       opt=${OPTIMIZERS[$((k % ${#OPTIMIZERS[@]}))]}

@@ -40,7 +40,8 @@ resume_case() {
   same_state "$id: stopped after 5, resumed from step 3" "$WORK/full_$id.log" "$WORK/res3_$id.log"
 }
 
-for opt in adamw muon lion adan mars soap; do
+names_into OPTIMIZERS optimizers
+for opt in "${OPTIMIZERS[@]}"; do
   resume_case "gpipe_$opt" 2 --schedule gpipe --num-microbatches 2 --optimizer "$opt"
   resume_case "1f1b_$opt" 3 --schedule 1f1b --num-microbatches 3 --optimizer "$opt"
   resume_case "2bw_$opt" 3 --schedule 2bw --num-microbatches 3 --optimizer "$opt"

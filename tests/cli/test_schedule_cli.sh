@@ -8,7 +8,8 @@ expect_output() {
   if grep -qF -- "$2" "$3"; then pass "$1"; else fail "$1: no line with '$2' in: $(cat "$3")"; fi
 }
 
-for s in gpipe 1f1b 2bw pipedream; do
+names_into SCHEDULES schedules
+for s in "${SCHEDULES[@]}"; do
   out="$WORK/$s.txt"
   rc=0
   timeout 60 "$NB" schedule --schedule "$s" --stages 4 --microbatches 8 --steps 2 >"$out" 2>"$WORK/$s.err" || rc=$?
