@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -19,7 +20,8 @@ StageSpec make_spec(int64_t first, int64_t end, int stage, int num_stages) {
 
 std::vector<StageSpec> partition_model(const ModelConfig& config, int num_stages) {
     const int64_t L = config.num_layers;
-    if (num_stages <= 0) throw UsageError(fmt::format("--stages must be positive, got {}", num_stages));
+    // --stages >= 1 is checked where the plan is (check_stage_count); here it is an invariant.
+    if (num_stages <= 0) throw std::logic_error(fmt::format("partition_model: {} stages", num_stages));
     if (num_stages > L)
         throw UsageError(fmt::format("{} pipeline stages but the model has only {} layers (each stage needs one)",
                                      num_stages, L));

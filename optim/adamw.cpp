@@ -5,17 +5,18 @@
 
 #include <fmt/format.h>
 
-#include "src/core/error.h"
-
 namespace nb {
 
+// The user's flags are range-checked once, by the optimizer registry (OptimizerConfig::validate, which the plan
+// calls); a config out of range here is a caller's bug, not a usage error.
 void AdamWConfig::validate() const {
     auto in_unit = [](float b) { return std::isfinite(b) && b >= 0.0f && b < 1.0f; };
-    if (!in_unit(beta1)) throw UsageError(fmt::format("--adam-beta1 {} must be in [0, 1)", beta1));
-    if (!in_unit(beta2)) throw UsageError(fmt::format("--adam-beta2 {} must be in [0, 1)", beta2));
-    if (!(std::isfinite(eps) && eps > 0.0f)) throw UsageError(fmt::format("--adam-eps {} must be > 0", eps));
-    if (!(std::isfinite(weight_decay) && weight_decay >= 0.0f))
-        throw UsageError(fmt::format("--weight-decay {} must be >= 0", weight_decay));
+    const bool ok = in_unit(beta1) && in_unit(beta2) && std::isfinite(eps) && eps > 0.0f &&
+                    std::isfinite(weight_decay) && weight_decay >= 0.0f;
+    if (!ok)
+        throw std::logic_error(fmt::format("AdamWConfig out of range: beta1 {} beta2 {} eps {} weight_decay {} "
+                                           "(the optimizer registry checks the flags)",
+                                           beta1, beta2, eps, weight_decay));
 }
 
 AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& cfg, Device device) : cfg_(cfg) {

@@ -19,7 +19,8 @@ struct AdamWConfig {
     float eps = 1e-8f;           // --adam-eps
     float weight_decay = 0.1f;   // --weight-decay; only where ParamInfo::weight_decay() (never norm gains)
 
-    // Throws nb::UsageError naming the flag: betas in [0, 1), eps > 0, weight_decay >= 0, all finite.
+    // std::logic_error unless betas in [0, 1), eps > 0, weight_decay >= 0, all finite (the flags' ranges are the
+    // optimizer registry's to check, for the user).
     void validate() const;
 };
 

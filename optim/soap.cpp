@@ -7,22 +7,21 @@
 
 #include <fmt/format.h>
 
-#include "src/core/error.h"
 #include "optim/optimizer_state.h"
 
 namespace nb {
 
+// As AdamWConfig::validate: the flags' ranges are the registry's to check; this guards the struct's invariants.
 void SoapConfig::validate() const {
     auto in_unit = [](float b) { return std::isfinite(b) && b >= 0.0f && b < 1.0f; };
-    if (!in_unit(beta1)) throw UsageError(fmt::format("--beta1 {} must be in [0, 1)", beta1));
-    if (!in_unit(beta2)) throw UsageError(fmt::format("--beta2 {} must be in [0, 1)", beta2));
-    if (!(std::isfinite(shampoo_beta) && shampoo_beta < 1.0f))
-        throw UsageError(fmt::format("--shampoo-beta {} must be in [0, 1) (or < 0 for --beta2)", shampoo_beta));
-    if (!(std::isfinite(eps) && eps > 0.0f)) throw UsageError(fmt::format("--eps {} must be > 0", eps));
-    if (!(std::isfinite(weight_decay) && weight_decay >= 0.0f))
-        throw UsageError(fmt::format("--weight-decay {} must be >= 0", weight_decay));
-    if (precondition_frequency < 1)
-        throw UsageError(fmt::format("--precondition-frequency {} must be >= 1", precondition_frequency));
+    const bool ok = in_unit(beta1) && in_unit(beta2) && std::isfinite(shampoo_beta) && shampoo_beta < 1.0f &&
+                    std::isfinite(eps) && eps > 0.0f && std::isfinite(weight_decay) && weight_decay >= 0.0f &&
+                    precondition_frequency >= 1;
+    if (!ok)
+        throw std::logic_error(fmt::format("SoapConfig out of range: beta1 {} beta2 {} shampoo_beta {} eps {} "
+                                           "weight_decay {} precondition_frequency {} (the optimizer registry "
+                                           "checks the flags)",
+                                           beta1, beta2, shampoo_beta, eps, weight_decay, precondition_frequency));
 }
 
 Soap::Soap(const ParamLayout& layout, const SoapConfig& cfg, Device device) : cfg_(cfg), device_(device) {

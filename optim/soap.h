@@ -45,8 +45,8 @@ struct SoapConfig {
     int precondition_frequency = 10;   // --precondition-frequency: steps between eigenbasis refreshes
     int64_t max_precond_dim = 10000;   // sides longer than this get no preconditioner (the vocabulary, say)
 
-    // Throws nb::UsageError naming the flag: betas in [0, 1) (shampoo_beta may also be < 0), eps > 0,
-    // weight_decay >= 0, all finite; precondition_frequency >= 1.
+    // std::logic_error unless betas in [0, 1) (shampoo_beta may also be < 0), eps > 0, weight_decay >= 0, all
+    // finite, precondition_frequency >= 1 (the flags' ranges are the optimizer registry's to check, for the user).
     void validate() const;
     // The preconditioner's EMA coefficient that the rule uses: shampoo_beta, or beta2 when it is < 0.
     float effective_shampoo_beta() const { return shampoo_beta < 0.0f ? beta2 : shampoo_beta; }

@@ -13,6 +13,7 @@
 #include "pipeline/stage/stage_memory.h"
 #include "src/core/byte_size.h"
 #include "src/core/error.h"
+#include "src/plan/schedule_spec.h"
 
 namespace nb::cli {
 
@@ -180,6 +181,7 @@ void print_schedules(const ModelConfig& c, const InfoFlags& f, const std::vector
 
 int print_info(const InfoFlags& f) {
     const ModelConfig c = resolve_model(f.model);
+    check_stage_count(f.stages);
     const auto specs = partition_model(c, f.stages);
     if (f.micro_batch_size < 1 || f.seq_length < 1 || f.num_microbatches < 1)
         throw UsageError(fmt::format("--micro-batch-size, --seq-length and --num-microbatches must be positive, got "

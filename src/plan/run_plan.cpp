@@ -107,9 +107,8 @@ RunPlan make_run_plan(const TrainOptions& o) {
     RunPlan plan{o, {o.schedule, o.stages, o.num_microbatches, o.train_iters, o.sync_start, o.sync_cooldown}, {}};
     const bool counts_ok = o.train_iters > 0 && o.num_microbatches > 0;
     check_each_flag(o, counts_ok ? plan.optimizer_steps() : o.train_iters);
-    if (o.stages < 1) throw UsageError(fmt::format("--stages must be positive, got {}", o.stages));
+    plan.schedule.validate();  // --stages >= 1; 2bw with m < P; the synchronous steps' counts
     plan.cut = partition_model(o.model, o.stages);  // more stages than layers
-    plan.schedule.validate();                       // 2bw with m < P; the synchronous steps' counts
     check_clip_scope_and_ties(o);
     check_delay_mitigations(o);
     check_checkpoint_flags(o);

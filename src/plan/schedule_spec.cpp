@@ -12,8 +12,12 @@ std::string_view schedule_kind_name(ScheduleKind kind) { return kScheduleKinds.n
 
 bool is_asynchronous(ScheduleKind kind) { return kind == ScheduleKind::two_bw || kind == ScheduleKind::pipedream; }
 
-void ScheduleSpec::validate() const {
+void check_stage_count(int stages) {
     if (stages < 1) throw UsageError(fmt::format("--stages must be positive, got {}", stages));
+}
+
+void ScheduleSpec::validate() const {
+    check_stage_count(stages);
     if (microbatches < 1) throw UsageError(fmt::format("--num-microbatches must be positive, got {}", microbatches));
     if (steps < 1) throw UsageError(fmt::format("--train-iters must be positive, got {}", steps));
     if (kind == ScheduleKind::two_bw && microbatches < stages)

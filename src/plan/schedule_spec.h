@@ -24,6 +24,10 @@ std::string_view schedule_kind_name(ScheduleKind kind);
 // 2bw and pipedream: steps outside --sync-start / --sync-cooldown run without flushes on stale weights.
 bool is_asynchronous(ScheduleKind kind);
 
+// --stages >= 1: nb::UsageError "--stages must be positive, got N" (the one place that says so; `nobubble info`
+// calls it before it cuts the model).
+void check_stage_count(int stages);
+
 struct ScheduleSpec {
     ScheduleKind kind = ScheduleKind::one_f_one_b;
     int stages = 1;             // p

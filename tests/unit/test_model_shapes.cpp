@@ -316,7 +316,7 @@ TEST_CASE("partition_model covers every block contiguously, one or more per stag
             CHECK(next == c.num_layers);
         }
         CHECK_THROWS_AS(partition_model(c, static_cast<int>(c.num_layers) + 1), UsageError);
-        CHECK_THROWS_AS(partition_model(c, 0), UsageError);
+        CHECK_THROWS_AS(partition_model(c, 0), std::logic_error);  // --stages is checked by the plan
     }
 }
 
