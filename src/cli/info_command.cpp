@@ -143,8 +143,7 @@ void print_optimizer_state(const ModelConfig& c, const std::vector<StageSpec>& s
 // stage's memory with it.
 void print_schedules(const ModelConfig& c, const InfoFlags& f, const std::vector<StageSpec>& specs) {
     const TrainOptions o = plan_options(c, f);
-    const ScheduleKind kinds[] = {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::two_bw,
-                                  ScheduleKind::pipedream};
+    const std::vector<ScheduleKind> kinds = kScheduleKinds.values();
     fmt::print("per schedule at --num-microbatches {}: weight versions held (v), microbatches in flight (mb) and the "
                "stage's total (f32, AdamW):\n", f.num_microbatches);
     fmt::print("  {:>5}", "stage");

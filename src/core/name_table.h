@@ -63,6 +63,13 @@ public:
         return "?";
     }
 
+    // Every value, in the table's order (a loop over all schedules, say).
+    std::vector<Enum> values() const {
+        std::vector<Enum> out;
+        for (const NamedValue<Enum>& e : entries_) out.push_back(e.value);
+        return out;
+    }
+
     std::vector<std::string_view> names() const {
         std::vector<std::string_view> out;
         for (const NamedValue<Enum>& e : entries_) out.push_back(e.name);
