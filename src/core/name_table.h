@@ -42,8 +42,6 @@ public:
     constexpr NameTable(std::string_view flag, const std::array<NamedValue<Enum>, N>& entries)
         : flag_(flag), entries_(entries) {}
 
-    std::string_view flag() const { return flag_; }
-
     std::optional<Enum> find(std::string_view name) const {
         for (const NamedValue<Enum>& e : entries_)
             if (e.name == name) return e.value;
