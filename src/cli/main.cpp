@@ -31,14 +31,22 @@ int fail(const std::string& what, int code) {
 // The subcommand named first on the command line, checked before CLI11 parses (CLI11 would say only "A
 // subcommand is required"): an error naming the word it did not know and the known ones, or nothing. Words that
 // begin with '-' (--help) are CLI11's.
-std::optional<std::string> subcommand_error(int argc, char** argv, std::span<const nb::cli::Command> commands) {
+std::vector<std::string> subcommand_names(std::span<const nb::cli::Command> commands) {
     std::vector<std::string> names;
     for (const auto& command : commands) names.push_back(command.app->get_name());
-    const std::string known = fmt::format("{}", fmt::join(names, ", "));
-    if (argc < 2) return fmt::format("no subcommand given (one of: {})", known);
+    return names;
+}
+
+std::string no_subcommand_error(std::span<const nb::cli::Command> commands) {
+    return fmt::format("no subcommand given (one of: {})", fmt::join(subcommand_names(commands), ", "));
+}
+
+std::optional<std::string> subcommand_error(int argc, char** argv, std::span<const nb::cli::Command> commands) {
+    const std::vector<std::string> names = subcommand_names(commands);
+    if (argc < 2) return no_subcommand_error(commands);
     const std::string first = argv[1];
     if (first.starts_with("-") || std::ranges::find(names, first) != names.end()) return std::nullopt;
-    return fmt::format("unknown subcommand '{}' (one of: {})", first, known);
+    return fmt::format("unknown subcommand '{}' (one of: {})", first, fmt::join(names, ", "));
 }
 
 // --list KIND: the names, one per line (a script's list of optimizers, schedules, ...).
@@ -56,7 +64,7 @@ int main(int argc, char** argv) {
     // A subcommand, or --list alone (checked after parsing: CLI11 would demand a subcommand).
     app.require_subcommand(0, 1);
     std::string list_kind;
-    app.add_option("--list", list_kind,
+    CLI::Option* list_option = app.add_option("--list", list_kind,
                    fmt::format("Print the names KIND accepts, one per line, and exit (KIND: {})",
                                nb::comma_list(nb::cli::choice_kinds())))
         ->option_text("KIND");
@@ -82,10 +90,15 @@ int main(int argc, char** argv) {
         return fail(e.what(), nb::kExitUsage);
     }
     try {
-        if (!list_kind.empty()) return print_choice_names(list_kind);
-        for (const auto& command : commands)
-            if (command.app->parsed()) return command.run();
-        return fail("no subcommand given (train, reference, schedule, info, bench)", nb::kExitUsage);
+        const auto parsed = std::ranges::find_if(commands, [](const auto& command) { return command.app->parsed(); });
+        if (list_option->count() > 0) {
+            if (parsed != std::end(commands))
+                return fail(fmt::format("--list takes no subcommand (got '{}')", parsed->app->get_name()),
+                            nb::kExitUsage);
+            return print_choice_names(list_kind);
+        }
+        if (parsed != std::end(commands)) return parsed->run();
+        return fail(no_subcommand_error(commands), nb::kExitUsage);
     } catch (const nb::ReportedElsewhere& e) {
         return e.exit_code;
     } catch (const nb::UsageError& e) {

@@ -101,4 +101,7 @@ for kind_flag in optimizers:--optimizer schedules:--schedule delay-fixes:--delay
 done
 expect_error 2 "^nobubble: error: unknown --list 'bogus' (valid: optimizers, schedules, delay-fixes, lr-decay-styles, clip-scopes, devices, models, kill-points, attention-backends)$" \
   "$NB" --list bogus
+expect_error 2 "^nobubble: error: unknown --list '' (valid: " "$NB" --list ""
+expect_error 2 "^nobubble: error: --list takes no subcommand (got 'schedule')$" \
+  "$NB" --list optimizers schedule --schedule 1f1b --stages 2 --microbatches 2 --steps 1
 finish
