@@ -104,8 +104,9 @@ void CudaOps::moe_grouped_linear_backward(Tensor& dx, const std::vector<Tensor*>
         if (product)
             lt_gemm(context(), CUBLAS_OP_N, CUBLAS_OP_N, /*m=*/d.in, /*n=*/rows, /*k=*/d.out, w[e]->data(), d.in,
                     dy_rows, d.out, product + begin * d.in, d.in, CUDA_R_16BF, CUDA_R_32F, 0.0f);
-        lt_gemm(context(), CUBLAS_OP_N, CUBLAS_OP_T, /*m=*/d.in, /*n=*/d.out, /*k=*/rows, bf16_rows(x, begin, d.in),
-                d.in, dy_rows, d.out, dw[e]->data(), d.in, CUDA_R_16BF, CUDA_R_32F, 1.0f);
+        if (!dw.empty())
+            lt_gemm(context(), CUBLAS_OP_N, CUBLAS_OP_T, /*m=*/d.in, /*n=*/d.out, /*k=*/rows,
+                    bf16_rows(x, begin, d.in), d.in, dy_rows, d.out, dw[e]->data(), d.in, CUDA_R_16BF, CUDA_R_32F, 1.0f);
     }
     if (product) add_f32_into_bf16(context(), static_cast<bf16*>(dx.data()), product, d.n * d.in);
 }

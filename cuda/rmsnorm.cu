@@ -147,7 +147,7 @@ void CudaOps::rmsnorm_backward(Tensor& dx, Tensor& dgain, const Tensor& dy, cons
     const OpTimer timer(*this, "rmsnorm_backward");
     const int64_t n_rows = check_rmsnorm_backward(dx, dgain, dy, x, gain, rstd);
     check_rmsnorm_types("rmsnorm_backward", dy, rstd, x, gain);
-    if (!on_cuda(dx, DType::bf16) || !on_cuda(dgain, DType::f32))
+    if ((dx.defined() && !on_cuda(dx, DType::bf16)) || (dgain.defined() && !on_cuda(dgain, DType::f32)))
         throw std::invalid_argument("rmsnorm_backward: expected dx like x (bf16) and dgain like gain (f32), on cuda; "
                                     "got dx " +
                                     describe(dx) + ", dgain " + describe(dgain) + ", x " + describe(x) + ", gain " +
@@ -156,10 +156,14 @@ void CudaOps::rmsnorm_backward(Tensor& dx, Tensor& dgain, const Tensor& dy, cons
     if (n_rows == 0 || d == 0) return;  // no rows: nothing to add to dx or dgain
     const cudaStream_t stream = context().stream;
 
-    rmsnorm_backward_dx_kernel<<<blocks_for(n_rows, kRowsPerBlock), kRowThreads, 0, stream>>>(
-        static_cast<bf16*>(dx.data()), static_cast<const bf16*>(dy.data()), static_cast<const bf16*>(x.data()),
-        static_cast<const bf16*>(gain.data()), static_cast<const float*>(rstd.data()), n_rows, d);
-    CUDA_CHECK_LAUNCH();
+    // Either output may be undefined (a split backward asks for each apart); each kernel is the same either way.
+    if (dx.defined()) {
+        rmsnorm_backward_dx_kernel<<<blocks_for(n_rows, kRowsPerBlock), kRowThreads, 0, stream>>>(
+            static_cast<bf16*>(dx.data()), static_cast<const bf16*>(dy.data()), static_cast<const bf16*>(x.data()),
+            static_cast<const bf16*>(gain.data()), static_cast<const float*>(rstd.data()), n_rows, d);
+        CUDA_CHECK_LAUNCH();
+    }
+    if (!dgain.defined()) return;
 
     // Two kernels instead of atomics: per-chunk partial sums, then an in-order sum of the chunks. The scratch
     // buffer comes from the caching allocator, and is released (back to the cache) once enqueued work is ordered

@@ -21,8 +21,10 @@ public:
         return x;
     }
 
-    Tensor backward(const LayerContext& ctx, const Tensor& dout, Stash& stash) const override {
-        ctx.ops.embedding_backward((*ctx.grads)[table_], ctx.batch.tokens, dout);
+protected:
+    // No input, so no input half: all of it is the weight half.
+    Tensor backward_pass(const LayerContext& ctx, const Tensor& dout, const Stash&, WeightGrads& wg) const override {
+        wg.embedding(table_, ctx.batch.tokens, dout);
         return {};
     }
 

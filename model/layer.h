@@ -5,6 +5,12 @@
 // returns its output and fills a Stash with what backward needs for that one microbatch; backward consumes
 // the stash. Activation memory of a stage is therefore the stashes it holds in flight.
 //
+// The backward can also run in two halves over the one stash (zero-bubble schedules, pipeline/schedule/
+// schedule.h): backward_input (B: the input gradient, what the stage below needs now) and backward_weight (W: the
+// parameter gradients, deferred). Each layer writes its backward once, as backward_pass, with every weight
+// product going through WeightGrads (model/weight_grads.h); the fused backward runs each product at once, the
+// split one records it. Both give the same bits.
+//
 // Data between layers is the residual stream x[N, hidden], N = batch * seq_len. The embedding reads token
 // ids from the microbatch instead of an input; the head's output is the mean loss as a host [1] tensor, and
 // backward's dout for the head is d(objective)/d(mean loss) (1 for one microbatch), also a host [1] tensor.
@@ -17,6 +23,7 @@
 
 #include "model/config.h"
 #include "model/params.h"
+#include "model/weight_grads.h"
 #include "src/ops/ops.h"
 
 namespace nb {
@@ -31,10 +38,12 @@ struct Microbatch {
     int64_t rows() const { return batch_size * seq_len; }
 };
 
-// What a layer keeps between forward and backward, in the layer's own order.
+// What a layer keeps between forward and backward, in the layer's own order; after backward_input, only the
+// weight half's products and the tensors they read (`saved` is freed then).
 struct Stash {
     std::vector<Tensor> saved;
-    size_t bytes() const;
+    std::vector<WeightGradOp> deferred;
+    size_t bytes() const;  // saved's tensors plus the distinct buffers `deferred` reads
 };
 
 // The tensors a layer reads and writes, handed in by whoever runs it.
@@ -52,9 +61,20 @@ public:
     virtual std::string name() const = 0;
     // Returns the output; when `stash` is null nothing is kept (evaluation).
     virtual Tensor forward(const LayerContext& ctx, const Tensor& in, Stash* stash) const = 0;
-    // Accumulates parameter gradients into ctx.grads and returns d(objective)/d(input) (undefined for the
-    // embedding, which has no input).
-    virtual Tensor backward(const LayerContext& ctx, const Tensor& dout, Stash& stash) const = 0;
+    // The fused backward: accumulates parameter gradients into ctx.grads and returns d(objective)/d(input)
+    // (undefined for the embedding, which has no input). The stash is read, not freed.
+    Tensor backward(const LayerContext& ctx, const Tensor& dout, Stash& stash) const;
+    // B: returns what backward returns; the parameter gradients wait in stash.deferred, and the forward's saved
+    // tensors that they do not read are freed.
+    Tensor backward_input(const LayerContext& ctx, const Tensor& dout, Stash& stash) const;
+    // W: adds the deferred products into ctx.grads, in the order recorded, and frees the stash. ctx.weights must
+    // be the version B used (only shapes are read).
+    void backward_weight(const LayerContext& ctx, Stash& stash) const;
+
+protected:
+    // The backward, written once: every product that adds to a parameter's gradient goes through `wg`.
+    virtual Tensor backward_pass(const LayerContext& ctx, const Tensor& dout, const Stash& stash,
+                                 WeightGrads& wg) const = 0;
 };
 
 // Constructors register the layer's parameters in `layout`, in canonical order.

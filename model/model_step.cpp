@@ -1,6 +1,7 @@
 #include "model/model_step.h"
 
 #include <stdexcept>
+#include <string>
 
 namespace nb {
 
@@ -9,6 +10,11 @@ namespace {
 void require_whole_model(const StageModel& model) {
     if (!model.spec().has_embedding || !model.spec().has_head)
         throw std::logic_error("forward_backward needs a model with embedding and head");
+}
+
+void require_stashes_of(const StageModel& model, const std::vector<Stash>& stashes, const char* who) {
+    if (stashes.size() != model.layers().size())
+        throw std::logic_error(std::string(who) + ": the stashes do not come from this stage's forward");
 }
 
 }  // namespace
@@ -22,13 +28,31 @@ Tensor stage_forward(const StageModel& model, const LayerContext& ctx, Tensor x,
 
 Tensor stage_backward(const StageModel& model, const LayerContext& ctx, Tensor dy, std::vector<Stash>& stashes) {
     const auto& layers = model.layers();
-    if (stashes.size() != layers.size())
-        throw std::logic_error("stage_backward: the stashes do not come from this stage's forward");
+    require_stashes_of(model, stashes, "stage_backward");
     for (size_t i = layers.size(); i-- > 0;) {
         dy = layers[i]->backward(ctx, dy, stashes[i]);
         stashes[i] = {};  // free activations as soon as they are consumed
     }
     return dy;
+}
+
+Tensor stage_backward_input(const StageModel& model, const LayerContext& ctx, Tensor dy, std::vector<Stash>& stashes) {
+    const auto& layers = model.layers();
+    require_stashes_of(model, stashes, "stage_backward_input");
+    for (size_t i = layers.size(); i-- > 0;) dy = layers[i]->backward_input(ctx, dy, stashes[i]);
+    return dy;
+}
+
+void stage_backward_weight(const StageModel& model, const LayerContext& ctx, std::vector<Stash>& stashes) {
+    const auto& layers = model.layers();
+    require_stashes_of(model, stashes, "stage_backward_weight");
+    for (size_t i = layers.size(); i-- > 0;) layers[i]->backward_weight(ctx, stashes[i]);
+}
+
+size_t stash_bytes(const std::vector<Stash>& stashes) {
+    size_t n = 0;
+    for (const Stash& s : stashes) n += s.bytes();
+    return n;
 }
 
 Tensor loss_gradient(float dloss) {

@@ -20,6 +20,15 @@ Tensor stage_forward(const StageModel& model, const LayerContext& ctx, Tensor x,
 // each stash as it is consumed. Returns d objective / d input (undefined on the stage with the embedding).
 Tensor stage_backward(const StageModel& model, const LayerContext& ctx, Tensor dy, std::vector<Stash>& stashes);
 
+// The same backward in two halves (zero-bubble schedules): stage_backward_input runs every layer's B in reverse
+// and returns what stage_backward returns, leaving each layer's weight products in its stash;
+// stage_backward_weight runs them, layer by layer in the same reverse order (so a tied embedding's two parts add
+// in the fused order), and frees the stashes. The gradients come out bit for bit as stage_backward's.
+Tensor stage_backward_input(const StageModel& model, const LayerContext& ctx, Tensor dy, std::vector<Stash>& stashes);
+void stage_backward_weight(const StageModel& model, const LayerContext& ctx, std::vector<Stash>& stashes);
+// Bytes the stashes hold (what a microbatch between its forward and its W keeps alive on the stage).
+size_t stash_bytes(const std::vector<Stash>& stashes);
+
 // What the head's backward starts from: d(objective)/d(mean loss) as a host [1] tensor (1 for a plain sum over
 // microbatches).
 Tensor loss_gradient(float dloss = 1.0f);

@@ -71,9 +71,9 @@ std::vector<const Tensor*> MoeFeedForward::expert_weights(const TensorSet& set, 
     return out;
 }
 
-std::vector<Tensor*> MoeFeedForward::expert_grads(TensorSet& set, int SwiGluParams::*which) const {
-    std::vector<Tensor*> out;
-    for (const SwiGluParams& p : experts_) out.push_back(&set[p.*which]);
+std::vector<int> MoeFeedForward::expert_params(int SwiGluParams::*which) const {
+    std::vector<int> out;
+    for (const SwiGluParams& p : experts_) out.push_back(p.*which);
     return out;
 }
 
@@ -140,36 +140,47 @@ const Tensor& MoeFeedForward::stashed_offsets(const Stash& stash, size_t first) 
 
 Tensor MoeFeedForward::backward(const LayerContext& ctx, const Tensor& dout, float daux_loss, const Stash& stash,
                                 size_t first) const {
+    WeightGrads now(ctx.ops, ctx.weights, *ctx.grads, nullptr);
+    return backward(ctx, dout, daux_loss, stash, now, first);
+}
+
+Tensor MoeFeedForward::backward(const LayerContext& ctx, const Tensor& dout, float daux_loss, const Stash& stash,
+                                WeightGrads& wg, size_t first) const {
     Ops& ops = ctx.ops;
     const TensorSet& w = ctx.weights;
-    TensorSet& g = *ctx.grads;
     auto s = [&](MoeSaved i) -> const Tensor& { return stash.saved.at(first + i); };
     const int64_t N = s(kH).dim(0), d = d_, E = c_.num_experts, k = c_.topk, R = N * k;
     const int64_t f = c_.ffn_hidden_size, fs = c_.shared_ffn_hidden_size;
     const Tensor dout2 = dout.reshaped({N, d});
     Tensor dh = ops.activation({N, d});
+    Tensor no_dw;
+    const std::vector<Tensor*> no_dws;  // the grouped products' weight halves go through wg
 
     if (c_.has_shared_expert()) {
         Tensor ds_act = ops.activation({N, fs}), ds_gate = ops.activation({N, fs}), ds_up = ops.activation({N, fs});
-        ops.linear_backward(ds_act, g[shared_.w_down], dout2, s(kSharedAct), w[shared_.w_down]);
+        ops.linear_backward(ds_act, no_dw, dout2, s(kSharedAct), w[shared_.w_down]);
+        wg.linear(shared_.w_down, dout2, s(kSharedAct));
         ops.swiglu_backward(ds_gate, ds_up, ds_act, s(kSharedGate), s(kSharedUp));
-        ops.linear_backward(dh, g[shared_.w_gate], ds_gate, s(kH), w[shared_.w_gate]);
-        ops.linear_backward(dh, g[shared_.w_up], ds_up, s(kH), w[shared_.w_up]);
+        ops.linear_backward(dh, no_dw, ds_gate, s(kH), w[shared_.w_gate]);
+        wg.linear(shared_.w_gate, ds_gate, s(kH));
+        ops.linear_backward(dh, no_dw, ds_up, s(kH), w[shared_.w_up]);
+        wg.linear(shared_.w_up, ds_up, s(kH));
     }
 
     // The routed experts, back through the combine, the grouped SwiGLU and the permutation.
     Tensor dexpert_out = ops.activation({R, d}), dtopk_gate = ops.f32_zeros({N, k});
     ops.moe_combine_backward(dexpert_out, dtopk_gate, dout2, s(kExpertOut), s(kTopkGate), s(kRowOfPair));
     Tensor dact = ops.activation({R, f});
-    ops.moe_grouped_linear_backward(dact, expert_grads(g, &SwiGluParams::w_down), dexpert_out, s(kAct),
-                                    expert_weights(w, &SwiGluParams::w_down), s(kOffsets));
+    ops.moe_grouped_linear_backward(dact, no_dws, dexpert_out, s(kAct), expert_weights(w, &SwiGluParams::w_down),
+                                    s(kOffsets));
+    wg.grouped_linear(expert_params(&SwiGluParams::w_down), dexpert_out, s(kAct), s(kOffsets));
     Tensor dgate = ops.activation({R, f}), dup = ops.activation({R, f});
     ops.swiglu_backward(dgate, dup, dact, s(kGate), s(kUp));
     Tensor dxp = ops.activation({R, d});
-    ops.moe_grouped_linear_backward(dxp, expert_grads(g, &SwiGluParams::w_gate), dgate, s(kXp),
-                                    expert_weights(w, &SwiGluParams::w_gate), s(kOffsets));
-    ops.moe_grouped_linear_backward(dxp, expert_grads(g, &SwiGluParams::w_up), dup, s(kXp),
-                                    expert_weights(w, &SwiGluParams::w_up), s(kOffsets));
+    ops.moe_grouped_linear_backward(dxp, no_dws, dgate, s(kXp), expert_weights(w, &SwiGluParams::w_gate), s(kOffsets));
+    wg.grouped_linear(expert_params(&SwiGluParams::w_gate), dgate, s(kXp), s(kOffsets));
+    ops.moe_grouped_linear_backward(dxp, no_dws, dup, s(kXp), expert_weights(w, &SwiGluParams::w_up), s(kOffsets));
+    wg.grouped_linear(expert_params(&SwiGluParams::w_up), dup, s(kXp), s(kOffsets));
     ops.moe_permute_backward(dh, dxp, s(kRowOfPair));
 
     // The router: the gates' gradient and the aux loss's, through the softmax, then the router's linear.
@@ -180,10 +191,11 @@ Tensor MoeFeedForward::backward(const LayerContext& ctx, const Tensor& dout, flo
     }
     Tensor dlogits = ops.activation({N, E});
     ops.moe_router_backward(dlogits, dprobs, dtopk_gate, s(kProbs), s(kTopkExpert), s(kTopkGate), c_.topk_renorm);
-    ops.linear_backward(dh, g[router_], dlogits, s(kH), w[router_]);
+    ops.linear_backward(dh, no_dw, dlogits, s(kH), w[router_]);
+    wg.linear(router_, dlogits, s(kH));
 
     // The expert bias's slot sums the step's loads (its update reads them: model/params.h, ParamKind).
-    if (bias_ >= 0) ops.moe_expert_load_accumulate(g[bias_], s(kOffsets));
+    if (bias_ >= 0) wg.expert_load(bias_, s(kOffsets));
     return dh.reshaped(dout.shape());
 }
 

@@ -43,8 +43,11 @@ public:
     // stash->saved (so a block can keep its own tensors first and the MoE's after them).
     MoeOutput forward(const LayerContext& ctx, const Tensor& h, const Tensor& expert_bias, Stash* stash) const;
     // dout = d objective / d out; daux_loss = d objective / d L_aux (1 for one microbatch). Reads the stash from
-    // saved[first] on, accumulates parameter gradients (and, with the expert bias, the microbatch's loads) into
-    // ctx.grads, and returns d objective / d h.
+    // saved[first] on, hands the parameter gradients (and, with the expert bias, the microbatch's loads) to `wg`
+    // (model/weight_grads.h: at once or deferred), and returns d objective / d h.
+    Tensor backward(const LayerContext& ctx, const Tensor& dout, float daux_loss, const Stash& stash,
+                    WeightGrads& wg, size_t first = 0) const;
+    // The same with every weight product run at once (a plain backward).
     Tensor backward(const LayerContext& ctx, const Tensor& dout, float daux_loss, const Stash& stash,
                     size_t first = 0) const;
 
@@ -67,7 +70,7 @@ private:
     SwiGluParams shared_;
 
     std::vector<const Tensor*> expert_weights(const TensorSet& set, int SwiGluParams::*which) const;
-    std::vector<Tensor*> expert_grads(TensorSet& set, int SwiGluParams::*which) const;
+    std::vector<int> expert_params(int SwiGluParams::*which) const;
 };
 
 }  // namespace nb

@@ -43,18 +43,23 @@ public:
         return loss;
     }
 
-    Tensor backward(const LayerContext& ctx, const Tensor& dout, Stash& stash) const override {
+protected:
+    // B: dlogits, dh = dlogits W, dx through the norm. W: dW += dlogits^T h, dgain. With tied embeddings W is the
+    // embedding's table, whose gradient also gets the embedding layer's part on a one-stage model.
+    Tensor backward_pass(const LayerContext& ctx, const Tensor& dout, const Stash& stash,
+                         WeightGrads& wg) const override {
         Ops& ops = ctx.ops;
-        TensorSet& g = *ctx.grads;
         const auto& s = stash.saved;
         const int64_t n = ctx.batch.rows();
         const float dloss = dout.f32()[0] / static_cast<float>(n);
         Tensor dlogits = ops.activation({n, vocab_});
         ops.cross_entropy_backward(dlogits, s[kLogits], s[kLse], ctx.batch.targets, dloss);
-        Tensor dh = ops.activation({n, hidden_});
-        ops.linear_backward(dh, g[head_], dlogits, s[kH], ctx.weights[head_]);
+        Tensor dh = ops.activation({n, hidden_}), no_dw;
+        ops.linear_backward(dh, no_dw, dlogits, s[kH], ctx.weights[head_]);
+        wg.linear(head_, dlogits, s[kH]);
         Tensor dx = ops.activation({n, hidden_});
-        ops.rmsnorm_backward(dx, g[norm_], dh, s[kX], ctx.weights[norm_], s[kRstd]);
+        ops.rmsnorm_backward(dx, no_dw, dh, s[kX], ctx.weights[norm_], s[kRstd]);
+        wg.rmsnorm_gain(norm_, dh, s[kX], s[kRstd]);
         return dx;
     }
 

@@ -23,12 +23,6 @@
 
 namespace nb {
 
-size_t Stash::bytes() const {
-    size_t n = 0;
-    for (const auto& t : saved) n += t.bytes();
-    return n;
-}
-
 namespace {
 
 // What forward keeps for backward, by position in Stash::saved.
@@ -125,49 +119,58 @@ public:
         return x2;
     }
 
-    Tensor backward(const LayerContext& ctx, const Tensor& dout, Stash& stash) const override {
+protected:
+    // Each linear's dx is computed here (the input half); its dW, and the norms' gains, go through `wg`.
+    Tensor backward_pass(const LayerContext& ctx, const Tensor& dout, const Stash& stash,
+                         WeightGrads& wg) const override {
         Ops& ops = ctx.ops;
         const TensorSet& w = ctx.weights;
-        TensorSet& g = *ctx.grads;
         const auto& s = stash.saved;
         const int64_t N = ctx.batch.rows();
         const int64_t d = c_.hidden_size, f = c_.ffn_hidden_size;
+        Tensor no_dw;
 
         // MLP half: x2 = x1 + mlp(x1), so dx1 = dout + d mlp/dx1.
         Tensor dx1 = ops.copy_of(dout);
+        Tensor dh2;
         if (moe_) {
             if (ctx.moe) ctx.moe->dispatch_begins(index_, true);
-            const Tensor dh2 = moe_->backward(ctx, dout, 1.0f, stash, kGate);
+            dh2 = moe_->backward(ctx, dout, 1.0f, stash, wg, kGate);
             if (ctx.moe) ctx.moe->dispatch_ends(index_, true, MoeFeedForward::stashed_offsets(stash, kGate), Tensor{});
-            ops.rmsnorm_backward(dx1, g[p_.mlp_norm], dh2, s[kX1], w[p_.mlp_norm], s[kRstd2]);
-            return attention_backward(ctx, dx1, stash);
+        } else {
+            Tensor dact = ops.activation({N, f});
+            ops.linear_backward(dact, no_dw, dout, s[kAct], w[p_.w_down]);
+            wg.linear(p_.w_down, dout, s[kAct]);
+            Tensor dgate = ops.activation({N, f}), dup = ops.activation({N, f});
+            ops.swiglu_backward(dgate, dup, dact, s[kGate], s[kUp]);
+            dh2 = ops.activation({N, d});
+            ops.linear_backward(dh2, no_dw, dgate, s[kH2], w[p_.w_gate]);
+            wg.linear(p_.w_gate, dgate, s[kH2]);
+            ops.linear_backward(dh2, no_dw, dup, s[kH2], w[p_.w_up]);
+            wg.linear(p_.w_up, dup, s[kH2]);
         }
-        Tensor dact = ops.activation({N, f});
-        ops.linear_backward(dact, g[p_.w_down], dout, s[kAct], w[p_.w_down]);
-        Tensor dgate = ops.activation({N, f}), dup = ops.activation({N, f});
-        ops.swiglu_backward(dgate, dup, dact, s[kGate], s[kUp]);
-        Tensor dh2 = ops.activation({N, d});
-        ops.linear_backward(dh2, g[p_.w_gate], dgate, s[kH2], w[p_.w_gate]);
-        ops.linear_backward(dh2, g[p_.w_up], dup, s[kH2], w[p_.w_up]);
-        ops.rmsnorm_backward(dx1, g[p_.mlp_norm], dh2, s[kX1], w[p_.mlp_norm], s[kRstd2]);
-        return attention_backward(ctx, dx1, stash);
+        ops.rmsnorm_backward(dx1, no_dw, dh2, s[kX1], w[p_.mlp_norm], s[kRstd2]);
+        wg.rmsnorm_gain(p_.mlp_norm, dh2, s[kX1], s[kRstd2]);
+        return attention_backward(ctx, dx1, stash, wg);
     }
 
 private:
     // Attention half: x1 = x + attn(x), so dx = dx1 + d attn/dx.
-    Tensor attention_backward(const LayerContext& ctx, const Tensor& dx1, const Stash& stash) const {
+    Tensor attention_backward(const LayerContext& ctx, const Tensor& dx1, const Stash& stash, WeightGrads& wg) const {
         Ops& ops = ctx.ops;
         const TensorSet& w = ctx.weights;
-        TensorSet& g = *ctx.grads;
         const auto& s = stash.saved;
         const int64_t B = ctx.batch.batch_size, T = ctx.batch.seq_len, N = B * T;
         const int64_t d = c_.hidden_size, H = c_.num_heads, KV = c_.num_kv_heads;
         const int64_t hd = c_.head_dim();
         const float theta = static_cast<float>(c_.rope_theta);
+        Tensor no_dw;
         Tensor dx = ops.copy_of(dx1);
         Tensor dattn = ops.activation({B, T, H, hd});
         Tensor dattn2 = dattn.reshaped({N, d});
-        ops.linear_backward(dattn2, g[p_.wo], dx1, s[kAttn].reshaped({N, d}), w[p_.wo]);
+        const Tensor attn2 = s[kAttn].reshaped({N, d});
+        ops.linear_backward(dattn2, no_dw, dx1, attn2, w[p_.wo]);
+        wg.linear(p_.wo, dx1, attn2);
         Tensor dq = ops.activation({B, T, H, hd}), dk = ops.activation({B, T, KV, hd});
         Tensor dv = ops.activation({B, T, KV, hd});
         ops.attention_backward(dq, dk, dv, dattn, s[kQ], s[kK], s[kV], s[kAttn], s[kLse]);
@@ -175,10 +178,15 @@ private:
         ops.rope_backward(dq_lin, dq.reshaped({N, H, hd}), T, theta);
         ops.rope_backward(dk_lin, dk.reshaped({N, KV, hd}), T, theta);
         Tensor dh1 = ops.activation({N, d});
-        ops.linear_backward(dh1, g[p_.wq], dq_lin.reshaped({N, d}), s[kH1], w[p_.wq]);
-        ops.linear_backward(dh1, g[p_.wk], dk_lin.reshaped({N, KV * hd}), s[kH1], w[p_.wk]);
-        ops.linear_backward(dh1, g[p_.wv], dv.reshaped({N, KV * hd}), s[kH1], w[p_.wv]);
-        ops.rmsnorm_backward(dx, g[p_.attn_norm], dh1, s[kX], w[p_.attn_norm], s[kRstd1]);
+        const Tensor dq2 = dq_lin.reshaped({N, d}), dk2 = dk_lin.reshaped({N, KV * hd}), dv2 = dv.reshaped({N, KV * hd});
+        ops.linear_backward(dh1, no_dw, dq2, s[kH1], w[p_.wq]);
+        wg.linear(p_.wq, dq2, s[kH1]);
+        ops.linear_backward(dh1, no_dw, dk2, s[kH1], w[p_.wk]);
+        wg.linear(p_.wk, dk2, s[kH1]);
+        ops.linear_backward(dh1, no_dw, dv2, s[kH1], w[p_.wv]);
+        wg.linear(p_.wv, dv2, s[kH1]);
+        ops.rmsnorm_backward(dx, no_dw, dh1, s[kX], w[p_.attn_norm], s[kRstd1]);
+        wg.rmsnorm_gain(p_.attn_norm, dh1, s[kX], s[kRstd1]);
         return dx;
     }
 

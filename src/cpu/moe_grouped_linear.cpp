@@ -46,7 +46,8 @@ void CpuOps::moe_grouped_linear_backward(Tensor& dx, const std::vector<Tensor*>&
         if (dx.defined())
             cpu::sgemm(false, false, rows, d.in, d.out, 1.0f, dye, d.out, w[e]->f32(), d.in, 1.0f,
                        dx.f32() + begin * d.in, d.in);
-        cpu::sgemm(true, false, d.out, d.in, rows, 1.0f, dye, d.out, xe, d.in, 1.0f, dw[e]->f32(), d.in);
+        if (!dw.empty())
+            cpu::sgemm(true, false, d.out, d.in, rows, 1.0f, dye, d.out, xe, d.in, 1.0f, dw[e]->f32(), d.in);
     }
 }
 

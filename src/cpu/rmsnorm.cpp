@@ -43,20 +43,28 @@ void CpuOps::rmsnorm_backward(Tensor& dx, Tensor& dgain, const Tensor& dy, const
     const float* dyp = dy.f32();
     const float* g = gain.f32();
     const float* rs = rstd.f32();
-    float* dxp = dx.f32();
+    // Two loops, so that each output's arithmetic is the same whether the other is wanted or not (a split
+    // backward asks for dx and dgain in separate calls, model/weight_grads.h).
+    if (dx.defined()) {
+        float* dxp = dx.f32();
+        for (int64_t n = 0; n < n_rows; ++n) {
+            const float* xr = xp + n * d;
+            const float* dyr = dyp + n * d;
+            const float r = rs[n];
+            double dot = 0.0;  // sum_k (dy_k gain_k) x_k
+            for (int64_t k = 0; k < d; ++k) dot += static_cast<double>(dyr[k] * g[k]) * xr[k];
+            const float c = static_cast<float>(static_cast<double>(r) * r * (dot / static_cast<double>(d)));
+            float* dxr = dxp + n * d;
+            for (int64_t j = 0; j < d; ++j) dxr[j] += r * (dyr[j] * g[j] - xr[j] * c);
+        }
+    }
+    if (!dgain.defined()) return;
     std::vector<double> dgain_acc(static_cast<size_t>(d), 0.0);
     for (int64_t n = 0; n < n_rows; ++n) {
         const float* xr = xp + n * d;
         const float* dyr = dyp + n * d;
         const float r = rs[n];
-        double dot = 0.0;  // sum_k (dy_k gain_k) x_k
-        for (int64_t k = 0; k < d; ++k) dot += static_cast<double>(dyr[k] * g[k]) * xr[k];
-        const float c = static_cast<float>(static_cast<double>(r) * r * (dot / static_cast<double>(d)));
-        float* dxr = dxp + n * d;
-        for (int64_t j = 0; j < d; ++j) {
-            dxr[j] += r * (dyr[j] * g[j] - xr[j] * c);
-            dgain_acc[static_cast<size_t>(j)] += static_cast<double>(dyr[j] * xr[j] * r);
-        }
+        for (int64_t j = 0; j < d; ++j) dgain_acc[static_cast<size_t>(j)] += static_cast<double>(dyr[j] * xr[j] * r);
     }
     float* dg = dgain.f32();
     for (int64_t j = 0; j < d; ++j) dg[j] += static_cast<float>(dgain_acc[static_cast<size_t>(j)]);

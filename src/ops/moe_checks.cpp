@@ -140,10 +140,10 @@ LinearDims check_moe_grouped_linear_backward(const Tensor& dx, const std::vector
                                              const Tensor& x, const std::vector<const Tensor*>& w,
                                              const Tensor& expert_offsets) {
     const LinearDims d = check_moe_grouped_linear_forward(dy, x, w, expert_offsets);
-    bool ok = (!dx.defined() || dx.shape() == x.shape()) && dw.size() == w.size();
+    bool ok = (!dx.defined() || dx.shape() == x.shape()) && (dw.empty() || dw.size() == w.size());
     for (size_t e = 0; ok && e < dw.size(); ++e) ok = dw[e] != nullptr && dw[e]->shape() == w[e]->shape();
     if (!ok)
-        fail("moe_grouped_linear_backward", "dx undefined or shaped like x, one gradient shaped like each weight",
+        fail("moe_grouped_linear_backward", "dx undefined or shaped like x, no gradients or one shaped like each weight",
              shapes({{"x", &x}, {"dx", &dx}}) + fmt::format(", {} weights, {} gradients", w.size(), dw.size()));
     return d;
 }

@@ -100,7 +100,8 @@ public:
 
     // ---- RMSNorm over the last dim d: rstd[n] = 1/sqrt(mean_j x[n,j]^2 + eps); y = x * rstd * gain ----
     virtual void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& gain, float eps) = 0;
-    // dx += rstd * (dy*gain - x * rstd^2 * mean_j(dy*gain*x)) ; dgain += sum_n dy * x * rstd
+    // dx += rstd * (dy*gain - x * rstd^2 * mean_j(dy*gain*x)) ; dgain += sum_n dy * x * rstd. Either output may be
+    // undefined (not wanted); each is computed the same way whether the other is or not (split backward).
     virtual void rmsnorm_backward(Tensor& dx, Tensor& dgain, const Tensor& dy, const Tensor& x, const Tensor& gain,
                                   const Tensor& rstd) = 0;
 
@@ -166,7 +167,7 @@ public:
     // expert's own parameter), x [R,in], y [R,out]. One GEMM per expert with rows; an expert without rows is skipped.
     virtual void moe_grouped_linear_forward(Tensor& y, const Tensor& x, const std::vector<const Tensor*>& w,
                                             const Tensor& expert_offsets) = 0;
-    // Per expert e over its rows: dx += dy w[e] ; dw[e] += dy^T x. dx may be undefined (not wanted).
+    // Per expert e over its rows: dx += dy w[e] ; dw[e] += dy^T x. dx may be undefined and dw empty (not wanted).
     virtual void moe_grouped_linear_backward(Tensor& dx, const std::vector<Tensor*>& dw, const Tensor& dy,
                                              const Tensor& x, const std::vector<const Tensor*>& w,
                                              const Tensor& expert_offsets) = 0;

@@ -1,0 +1,32 @@
+// The parts of a layer's backward that are the same for every layer: fused or split into B and W.
+#include "model/layer.h"
+
+#include <stdexcept>
+
+namespace nb {
+
+size_t Stash::bytes() const {
+    size_t n = 0;
+    for (const auto& t : saved) n += t.bytes();
+    return n + held_bytes(deferred);
+}
+
+Tensor Layer::backward(const LayerContext& ctx, const Tensor& dout, Stash& stash) const {
+    WeightGrads now(ctx.ops, ctx.weights, *ctx.grads, nullptr);
+    return backward_pass(ctx, dout, stash, now);
+}
+
+Tensor Layer::backward_input(const LayerContext& ctx, const Tensor& dout, Stash& stash) const {
+    if (!stash.deferred.empty()) throw std::logic_error(name() + ": backward_input twice on one stash");
+    WeightGrads later(ctx.ops, ctx.weights, *ctx.grads, &stash.deferred);
+    Tensor dx = backward_pass(ctx, dout, stash, later);
+    stash.saved.clear();  // what W still reads, the records hold
+    return dx;
+}
+
+void Layer::backward_weight(const LayerContext& ctx, Stash& stash) const {
+    for (const WeightGradOp& op : stash.deferred) run_weight_grad(ctx.ops, ctx.weights, *ctx.grads, op);
+    stash = {};
+}
+
+}  // namespace nb
