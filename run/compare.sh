@@ -14,7 +14,7 @@
 # Usage: run/compare.sh [--grid main|cpu|smoke] [--out DIR]
 #   main   `make run`: the delay-sweep default model on fortunes, 1f1b against 2bw (Muon, ef) on 2 ranks, 300
 #          steps each (about 90 s on 2 cores); train points only
-#   cpu    the CPU grid of docs/cluster.md, "Comparing schedules": gpipe 1f1b 2bw pipedream x P in {2, 4} x m in {P, 2P}
+#   cpu    the CPU grid of docs/cluster.md, "Comparing schedules": gpipe 1f1b zb-h1 2bw pipedream x P in {2, 4} x m in {P, 2P}
 #          through bench schedules, and AdamW / Muon under 1f1b, 2bw and 2bw + ef as train points (about 5 minutes)
 #   smoke  seconds: the machinery only (tests/cli/test_compare.sh, tests/slurm/test_slurm.sh)
 # Every knob below can be set in the environment to change a grid (for example BENCH_SCHEDULES="1f1b 2bw").
@@ -47,7 +47,7 @@ case "$grid" in
     d_train_args="--train-iters 300 --lr-warmup-iters 20 --eval-interval 50 --eval-iters 4 --log-interval 50" ;;
   cpu)
     d_model=$DEFAULT_SHAPE; d_mbs=4
-    d_bench_schedules="gpipe 1f1b 2bw pipedream"; d_bench_stages="2 4"; d_bench_microbatches="P 2P"
+    d_bench_schedules="gpipe 1f1b zb-h1 2bw pipedream"; d_bench_stages="2 4"; d_bench_microbatches="P 2P"
     d_bench_args="--iters 12 --warmup-iters 2"
     d_train_runs="1f1b:adamw 2bw:adamw 2bw:adamw:ef 1f1b:muon 2bw:muon 2bw:muon:ef"; d_train_stages=2
     d_train_microbatches=4
@@ -126,7 +126,11 @@ simulated() {
   text=$("$NOBUBBLE" schedule --schedule "$1" --stages "$2" --microbatches "$3" --steps "$SIM_STEPS" 2>&1) || { echo "${text##*$'\n'}"; return 1; }
   sed -n 's/^bubble fraction: \([0-9.]*\)%.*/\1/p' <<<"$text"
 }
-analytic() { awk -v p="$1" -v m="$2" 'BEGIN { printf "%.2f", 100 * (p - 1) / (m + p - 1) }'; }
+# analytic SCHEDULE P M: the formula at backward = 2 x forward: (p-1)/(m+p-1) for 1f1b (and as a yardstick for the
+# rest); zb-h1 with B = W = F: (p-1)/(3m+p-1) (Qi et al.: idle (p-1)(F+B-W) per step against busy m(F+B+W)).
+analytic() {
+  awk -v s="$1" -v p="$2" -v m="$3" 'BEGIN { printf "%.2f", s == "zb-h1" ? 100 * (p - 1) / (3 * m + p - 1) : 100 * (p - 1) / (m + p - 1) }'
+}
 # row KIND NAME SCHEDULE P M OPT FIX STATUS REASON [FIGURES...]: one CSV line in the header's column order, the
 # columns it does not give left empty (no field holds a comma: a reason has its commas replaced).
 columns=$(head -n 1 "$csv" | tr ',' '\n' | wc -l)
@@ -172,7 +176,7 @@ for schedule in $BENCH_SCHEDULES; do
         # schedule,num_microbatches,micro_batch_size,tokens_per_s,ms_per_iter,bubble_pct,act_mib_stage0..,final_loss
         IFS=, read -ra b < <(sed -n 2p "$out/bench/$name.csv")
         peak=$(printf '%s\n' "${b[@]:6:$p}" | sort -g | tail -n 1)
-        ideal=$(analytic "$p" "$m")
+        ideal=$(analytic "$schedule" "$p" "$m")
         row bench "$name" "$schedule" "$p" "$m" "" "" ok "" "${b[3]}" "${b[4]}" "${b[5]}" "$ideal" "$sim" "$peak"
         say "bench $name: ${b[3]} tokens/s, bubble ${b[5]}% (analytic $ideal%, simulated $sim%)"
       else
@@ -219,7 +223,7 @@ EOF
     hash=$(sed -n 's/^final weights sha256 //p' "$dir/train.log")
     # one optimizer step's tokens, as the run's header states them (pipedream: its one microbatch of m x B)
     tokens=$(sed -n 's/.* \([0-9]*\) tokens per iteration.*/\1/p' "$dir/train.log")
-    row train "$name" "$schedule" "$p" "$m" "$optimizer" "$fix" ok "" "$tps" "" "$bubble" "$(analytic "$p" "$m")" \
+    row train "$name" "$schedule" "$p" "$m" "$optimizer" "$fix" ok "" "$tps" "" "$bubble" "$(analytic "$schedule" "$p" "$m")" \
         "$sim" "" "$tokens" "$val" "$hash" "train/$name/metrics.jsonl" "train/$name/trace.json"
     say "train $name: $tps tokens/s, bubble $bubble%, final val_loss $val ($steps steps)"
   else

@@ -30,7 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 SCHEDULE_ORDER = ["gpipe", "1f1b", "2bw", "pipedream"]
 # Trace categories, in the order the busy bar stacks them (moe spans sit inside forward/backward: not counted).
-BUSY_PARTS = [("compute", ("forward", "backward", "optimizer"), "tab:blue"),
+BUSY_PARTS = [("compute", ("forward", "backward", "weight", "optimizer"), "tab:blue"),
               ("transfer", ("send", "recv"), "tab:orange"),
               ("wait", ("wait",), "tab:red"),
               ("eval", ("eval",), "tab:gray")]

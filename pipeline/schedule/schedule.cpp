@@ -40,16 +40,19 @@ std::vector<Phase> phases_of(const ScheduleSpec& spec) {
     return phases;
 }
 
-// One unit of compute on a stage: the forward or the backward of one microbatch.
+// One unit of compute on a stage: a forward, backward, B or W of one microbatch.
 struct Compute {
-    bool is_forward;
+    ActionType type;
     int64_t microbatch;
+    int chunk = 0;
 };
+constexpr ActionType kF = ActionType::forward, kB = ActionType::backward;
+constexpr ActionType kBInput = ActionType::backward_input, kWWeight = ActionType::backward_weight;
 
 // GPipe: the forwards of microbatches [first, first+count), then their backwards, both in microbatch order.
 void append_gpipe_order(int64_t first, int64_t count, std::vector<Compute>& order) {
-    for (int64_t i = 0; i < count; ++i) order.push_back({true, first + i});
-    for (int64_t i = 0; i < count; ++i) order.push_back({false, first + i});
+    for (int64_t i = 0; i < count; ++i) order.push_back({kF, first + i});
+    for (int64_t i = 0; i < count; ++i) order.push_back({kB, first + i});
 }
 
 // 1F1B on stage s of p over microbatches [first, first+count): w = min(p-s-1, count) warm-up forwards, then
@@ -57,12 +60,51 @@ void append_gpipe_order(int64_t first, int64_t count, std::vector<Compute>& orde
 // backwards (cool-down). Forward j on stage s thus comes after backward j-(p-s): at most p-s in flight.
 void append_one_f_one_b_order(int64_t first, int64_t count, int p, int s, std::vector<Compute>& order) {
     const int64_t warmup = std::min<int64_t>(p - s - 1, count);
-    for (int64_t i = 0; i < warmup; ++i) order.push_back({true, first + i});
+    for (int64_t i = 0; i < warmup; ++i) order.push_back({kF, first + i});
     for (int64_t k = 0; warmup + k < count; ++k) {
-        order.push_back({true, first + warmup + k});
-        order.push_back({false, first + k});
+        order.push_back({kF, first + warmup + k});
+        order.push_back({kB, first + k});
     }
-    for (int64_t k = count - warmup; k < count; ++k) order.push_back({false, first + k});
+    for (int64_t k = count - warmup; k < count; ++k) order.push_back({kB, first + k});
+}
+
+// ZB-H1 on stage s of p over microbatches [first, first+count): 1F1B's order with each backward k split into B k
+// and W k, and W k placed s computes later: right after B k+s (while forwards remain, a stage waiting for its
+// next gradient would idle there otherwise), and the s that are left after the last B at the end, where 1F1B's
+// cool-down bubble was. Forward j still comes after B j-(p-s), so the forwards keep 1F1B's pace.
+void append_zb_h1_order(int64_t first, int64_t count, int p, int s, std::vector<Compute>& order) {
+    const int64_t warmup = std::min<int64_t>(p - s - 1, count), lag = s;
+    int64_t next_w = 0;
+    auto after_b = [&](int64_t k) {  // B k has run: the W that is due now
+        if (k - next_w >= lag) order.push_back({kWWeight, first + next_w++});
+    };
+    for (int64_t i = 0; i < warmup; ++i) order.push_back({kF, first + i});
+    for (int64_t k = 0; warmup + k < count; ++k) {
+        order.push_back({kF, first + warmup + k});
+        order.push_back({kBInput, first + k});
+        after_b(k);
+    }
+    for (int64_t k = count - warmup; k < count; ++k) {
+        order.push_back({kBInput, first + k});
+        after_b(k);
+    }
+    while (next_w < count) order.push_back({kWWeight, first + next_w++});
+}
+
+// Interleaved 1F1B on rank r of p with v chunks over the m microbatches [first, first+m) of one step (m a
+// multiple of p; the order in schedule.h, as Megatron-LM's forward_backward_pipelining_with_interleaving).
+void append_interleaved_order(int64_t first, int64_t m, int p, int v, int r, std::vector<Compute>& order) {
+    const int64_t total = m * v;
+    auto microbatch_of = [&](int64_t k) { return first + (k / (int64_t{p} * v)) * p + k % p; };
+    auto forward = [&](int64_t k) { return Compute{kF, microbatch_of(k), static_cast<int>((k / p) % v)}; };
+    auto backward = [&](int64_t k) { return Compute{kB, microbatch_of(k), static_cast<int>(v - 1 - (k / p) % v)}; };
+    const int64_t warmup = m == p ? total : std::min<int64_t>(total, 2 * (p - r - 1) + int64_t{v - 1} * p);
+    for (int64_t k = 0; k < warmup; ++k) order.push_back(forward(k));
+    for (int64_t k = 0; warmup + k < total; ++k) {
+        order.push_back(forward(warmup + k));
+        order.push_back(backward(k));
+    }
+    for (int64_t k = total - warmup; k < total; ++k) order.push_back(backward(k));
 }
 
 // The compute order of stage s over the whole run, phase by phase.
@@ -73,8 +115,12 @@ std::vector<Compute> compute_order(const ScheduleSpec& spec, int s) {
     for (const Phase& phase : phases_of(spec)) {
         if (phase.synchronous) {
             for (int64_t t = phase.first_step; t < phase.end_step; ++t) {
-                if (spec.kind == ScheduleKind::gpipe)
+                if (spec.virtual_stages > 1)
+                    append_interleaved_order(t * per_step, per_step, spec.stages, spec.virtual_stages, s, order);
+                else if (spec.kind == ScheduleKind::gpipe)
                     append_gpipe_order(t * per_step, per_step, order);
+                else if (spec.kind == ScheduleKind::zb_h1)
+                    append_zb_h1_order(t * per_step, per_step, spec.stages, s, order);
                 else
                     append_one_f_one_b_order(t * per_step, per_step, spec.stages, s, order);
             }
@@ -87,25 +133,30 @@ std::vector<Compute> compute_order(const ScheduleSpec& spec, int s) {
 }
 
 // Expands stage s's compute order into actions: receive, compute, send; and the optimizer step right after
-// the backward of the last microbatch of each step.
+// the backward (or W) of the last microbatch of each step.
+// With chunks, each compute runs on its chunk's virtual stage vs = chunk p + s and talks to vs - 1 and vs + 1.
 StagePlan expand_to_actions(const ScheduleSpec& spec, int s, const std::vector<Compute>& order) {
-    const int p = spec.stages;
-    const bool first_stage = s == 0, last_stage = s == p - 1;
+    const int parts = spec.virtual_stage_count();
     StagePlan plan;
-    plan.reserve(order.size() * 3 + static_cast<size_t>(spec.optimizer_steps()));
+    plan.reserve(order.size() * 3 + static_cast<size_t>(spec.optimizer_steps() * spec.virtual_stages));
     for (const Compute& c : order) {
+        const int vs = c.chunk * spec.stages + s;
+        const bool first_stage = vs == 0, last_stage = vs == parts - 1;
         const int64_t mb = c.microbatch, step = spec.step_of(mb), version = weight_version(spec, s, mb);
-        if (c.is_forward) {
-            if (!first_stage) plan.push_back({ActionType::recv_activation, mb, step, version, s - 1});
-            plan.push_back({ActionType::forward, mb, step, version, -1});
-            if (!last_stage) plan.push_back({ActionType::send_activation, mb, step, version, s + 1});
-        } else {
-            if (!last_stage) plan.push_back({ActionType::recv_gradient, mb, step, version, s + 1});
-            plan.push_back({ActionType::backward, mb, step, version, -1});
-            if (!first_stage) plan.push_back({ActionType::send_gradient, mb, step, version, s - 1});
-            const bool last_of_step = (mb + 1) % spec.microbatches_per_step() == 0;
-            if (last_of_step) plan.push_back({ActionType::optimizer_step, -1, step, step + 1, -1});
+        auto add = [&](ActionType type, int peer) { plan.push_back({type, mb, step, version, peer, c.chunk}); };
+        if (c.type == kF) {
+            if (!first_stage) add(ActionType::recv_activation, vs - 1);
+            add(kF, -1);
+            if (!last_stage) add(ActionType::send_activation, vs + 1);
+            continue;
         }
+        const bool input_gradient = c.type == kB || c.type == kBInput;  // W neither receives nor sends
+        if (input_gradient && !last_stage) add(ActionType::recv_gradient, vs + 1);
+        add(c.type, -1);
+        if (input_gradient && !first_stage) add(ActionType::send_gradient, vs - 1);
+        const bool last_of_step = (mb + 1) % spec.microbatches_per_step() == 0;
+        if (ends_microbatch(c.type) && last_of_step)
+            plan.push_back({ActionType::optimizer_step, -1, step, step + 1, -1, c.chunk});
     }
     return plan;
 }
@@ -121,6 +172,8 @@ std::string_view action_type_name(ActionType type) {
     switch (type) {
         case ActionType::forward: return "forward";
         case ActionType::backward: return "backward";
+        case ActionType::backward_input: return "backward_input";
+        case ActionType::backward_weight: return "backward_weight";
         case ActionType::send_activation: return "send_activation";
         case ActionType::recv_activation: return "recv_activation";
         case ActionType::send_gradient: return "send_gradient";
@@ -130,14 +183,23 @@ std::string_view action_type_name(ActionType type) {
     return "?";
 }
 
-bool is_compute(ActionType type) {
-    return type == ActionType::forward || type == ActionType::backward || type == ActionType::optimizer_step;
+bool is_compute(ActionType type) { return uses_weights(type) || type == ActionType::optimizer_step; }
+
+bool uses_weights(ActionType type) {
+    return type == ActionType::forward || type == ActionType::backward || type == ActionType::backward_input ||
+           type == ActionType::backward_weight;
 }
+
+bool ends_microbatch(ActionType type) { return type == ActionType::backward || type == ActionType::backward_weight; }
 
 std::string describe(const Action& a) {
     switch (a.type) {
         case ActionType::forward: return fmt::format("F{} (step {}, W{})", a.microbatch, a.step, a.version);
         case ActionType::backward: return fmt::format("B{} (step {}, W{})", a.microbatch, a.step, a.version);
+        case ActionType::backward_input:
+            return fmt::format("B{} input (step {}, W{})", a.microbatch, a.step, a.version);
+        case ActionType::backward_weight:
+            return fmt::format("W{} weight (step {}, W{})", a.microbatch, a.step, a.version);
         case ActionType::send_activation:
         case ActionType::send_gradient:
             return fmt::format("{} mb {} to stage {}", action_type_name(a.type), a.microbatch, a.peer);
@@ -165,19 +227,21 @@ std::vector<StagePlan> build_schedule(const ScheduleSpec& spec) {
     return plans;
 }
 
-int64_t max_versions_held(const std::vector<StagePlan>& plans, int stage) {
-    check_stage(plans, stage);
-    const StagePlan& plan = plans[stage];
+namespace {
+
+// max_versions_held over the actions of one chunk of a rank (each chunk has weights of its own).
+int64_t versions_held_by_chunk(const StagePlan& plan, int chunk) {
     // Uses still to come of each version, by forwards and backwards.
     std::map<int64_t, int64_t> uses_left;
     for (const Action& a : plan)
-        if (a.type == ActionType::forward || a.type == ActionType::backward) ++uses_left[a.version];
+        if (a.chunk == chunk && uses_weights(a.type)) ++uses_left[a.version];
     // Held: the newest version, and every existing version with uses to come. Version 0 exists from the start.
     int64_t newest = 0;
     std::set<int64_t> held = {0};
     int64_t most = 1;
     for (const Action& a : plan) {
-        if (a.type == ActionType::forward || a.type == ActionType::backward) {
+        if (a.chunk != chunk) continue;
+        if (uses_weights(a.type)) {
             held.insert(a.version);  // a plan that uses a version before making it still counts it
             most = std::max<int64_t>(most, static_cast<int64_t>(held.size()));
             if (--uses_left[a.version] == 0 && a.version != newest) held.erase(a.version);
@@ -192,12 +256,23 @@ int64_t max_versions_held(const std::vector<StagePlan>& plans, int stage) {
     return most;
 }
 
+}  // namespace
+
+int64_t max_versions_held(const std::vector<StagePlan>& plans, int stage) {
+    check_stage(plans, stage);
+    int chunks = 1;
+    for (const Action& a : plans[stage]) chunks = std::max(chunks, a.chunk + 1);
+    int64_t most = 1;
+    for (int c = 0; c < chunks; ++c) most = std::max(most, versions_held_by_chunk(plans[stage], c));
+    return most;
+}
+
 int64_t max_in_flight(const std::vector<StagePlan>& plans, int stage) {
     check_stage(plans, stage);
     int64_t in_flight = 0, most = 0;
     for (const Action& a : plans[stage]) {
         if (a.type == ActionType::forward) most = std::max(most, ++in_flight);
-        if (a.type == ActionType::backward) --in_flight;
+        if (ends_microbatch(a.type)) --in_flight;
     }
     return most;
 }

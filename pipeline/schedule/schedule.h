@@ -13,7 +13,8 @@
 //
 // Weight versions (the `version` of a forward/backward: the W_v it uses; the backward always uses the same
 // version as the forward of that microbatch on that stage, i.e. the weights are stashed):
-//   gpipe, 1f1b   step t uses W_t                                                      (1 version per stage)
+//   gpipe, 1f1b,  step t uses W_t                                                      (1 version per stage)
+//   zb-h1
 //   2bw           step t uses W_{max(t-1, 0)} on every stage                           (2 versions per stage)
 //   pipedream     microbatch i uses W_{max(0, i-(p-1-s))} at stage s                   (p-s versions at stage s)
 // The optimizer step of step t produces version t+1 (its `version`).
@@ -34,9 +35,25 @@
 //              this step's cool-down; stage s's optimizer step for step t comes right after its backward of the
 //              last microbatch of step t.
 //   pipedream  the same 1F1B stream, with an optimizer step after every backward.
-// Every stage runs forwards in microbatch order and backwards in microbatch order, so the gradient of a step
-// is accumulated in microbatch order (docs/DESIGN.md sections 2 and 6: a fixed order, so the bits repeat). The
+//   zb-h1      per step, with the backward split into B (input gradient: backward_input) and W (weight gradient:
+//              backward_weight): stage s runs 1f1b's warm-up forwards, then forward w+k and B k alternately, with
+//              W k-s right after B k once k >= s; after the last forward, B k and W k-s alternately; then the
+//              remaining W; then the step (Qi et al., "Zero Bubble Pipeline Parallelism", ZB-H1). W lags B by s, so
+//              stage s holds at most s+1 pending W and at most p microbatches between forward and W (1f1b's stage 0
+//              holds p between forward and backward: the same peak). At F = B = W its bubble is (p-1)(F+B-W),
+//              1f1b's (p-1)(F+B+W): a third.
+// Every stage runs forwards in microbatch order and backwards (B and W each) in microbatch order, so the gradient
+// of a step is accumulated in microbatch order (by the backward, or by W where the backward is split) (docs/DESIGN.md sections 2 and 6: a fixed order, so the bits repeat). The
 // executor must still sum in microbatch index order regardless of when the backwards happen to complete.
+//
+// Interleaved 1F1B (--virtual-stages v > 1 with 1f1b; Narayanan et al. 2021, Megatron-LM's order): the model is
+// cut into p v parts and rank r holds v chunks, chunk c being part c p + r (its virtual stage). Per step the
+// rank's m v forwards go in groups of p microbatches, chunk by chunk (forward k: chunk (k / p) % v, microbatch
+// (k / (p v)) p + k % p), its backwards the same with the chunks reversed; w = min(m v, 2 (p - r - 1) + (v - 1) p)
+// warm-up forwards (all m v when m == p), then forward and backward alternately, then the rest of the backwards;
+// each chunk's optimizer step after its last backward of the step. Messages go between virtual stages (a
+// forward of part j receives from part j - 1: rank r - 1, or rank p - 1's previous chunk when r = 0), and `peer`
+// names the virtual stage. The per-rank lists are what the simulator times; the executor does not run them yet.
 //
 // Communication: before each forward, stage s > 0 receives the activation from s-1; after it, stage s < p-1
 // sends its activation to s+1. Before each backward, stage s < p-1 receives the gradient from s+1; after it,
@@ -55,7 +72,9 @@ namespace nb {
 
 enum class ActionType {
     forward,
-    backward,
+    backward,         // the fused backward: input and weight gradients
+    backward_input,   // B of a split backward: the input gradient (what the stage below waits for)
+    backward_weight,  // W of a split backward: the weight gradients, into the step's sum
     send_activation,
     recv_activation,
     send_gradient,
@@ -63,7 +82,9 @@ enum class ActionType {
     optimizer_step
 };
 std::string_view action_type_name(ActionType type);  // "forward", "recv_gradient", ...
-bool is_compute(ActionType type);                    // forward, backward, optimizer_step
+bool is_compute(ActionType type);                    // forward, backward, B, W, optimizer_step
+bool uses_weights(ActionType type);                  // forward, backward, B, W: reads a weight version
+bool ends_microbatch(ActionType type);               // backward, W: the gradient is summed, the stash freed
 
 struct Action {
     ActionType type;
@@ -71,10 +92,12 @@ struct Action {
     int64_t step;        // the optimizer step this action belongs to (pipedream: == microbatch)
     int64_t version;     // forward/backward: weight version used; optimizer_step: version produced (step + 1);
                          // send/recv: the version of the forward/backward on this stage it feeds or comes from
-    int peer;            // send/recv: the stage sent to / received from; -1 otherwise
+    int peer;            // send/recv: the (virtual) stage sent to / received from; -1 otherwise
+    int chunk = 0;       // the rank's model chunk it runs on: part chunk * p + rank (interleaved 1F1B); else 0
     bool operator==(const Action&) const = default;
 };
-// Short human form: "F3 (step 0, W0)", "recv_activation mb 3 from stage 1", "optimizer_step 0 -> W1".
+// Short human form: "F3 (step 0, W0)", "B3 (step 0, W0)" (fused), "B3 input (step 0, W0)",
+// "W3 weight (step 0, W0)", "recv_activation mb 3 from stage 1", "optimizer_step 0 -> W1".
 std::string describe(const Action& action);
 
 // The weight version microbatch `microbatch` uses on `stage`, for its forward and its backward (table above).
@@ -82,15 +105,16 @@ int64_t weight_version(const ScheduleSpec& spec, int stage, int64_t microbatch);
 
 using StagePlan = std::vector<Action>;
 
-// One ordered action list per stage (index = stage). Validates the spec first.
+// One ordered action list per stage (index = stage; with virtual stages, per rank). Validates the spec first.
 std::vector<StagePlan> build_schedule(const ScheduleSpec& spec);
 
 // The most weight versions `stage` must hold at once: the newest version, plus every existing version that a
 // forward or backward still to come on that stage uses (stashed versions of microbatches in flight, and the
-// older buffer that 2bw forwards from).
+// older buffer that 2bw forwards from). With virtual stages: per chunk, the most over the rank's chunks.
 int64_t max_versions_held(const std::vector<StagePlan>& plans, int stage);
 
-// The most microbatches in flight on `stage` at once: forward done, backward not yet (activation stashes).
+// The most microbatches in flight on `stage` at once: forward done, backward (or W) not yet (activation stashes).
+// With virtual stages, counted in chunks (a chunk's stash is about 1/v of the stage's).
 int64_t max_in_flight(const std::vector<StagePlan>& plans, int stage);
 
 }  // namespace nb

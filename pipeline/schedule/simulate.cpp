@@ -29,8 +29,8 @@ struct Channel {
 class Simulator {
 public:
     Simulator(const std::vector<StagePlan>& plans, const SimCosts& costs)
-        : plans_(plans), costs_(costs), p_(static_cast<int>(plans.size())), next_(plans.size(), 0),
-          clock_(plans.size(), 0.0) {
+        : plans_(plans), costs_(costs), p_(static_cast<int>(plans.size())), v_(chunks_of(plans)),
+          next_(plans.size(), 0), clock_(plans.size(), 0.0) {
         result_.busy_ms.assign(plans.size(), 0.0);
         result_.timeline.resize(plans.size());
         for (int s = 0; s < p_; ++s) {
@@ -55,20 +55,33 @@ private:
     const std::vector<StagePlan>& plans_;
     const SimCosts& costs_;
     const int p_;
+    const int v_;  // chunks per rank (1 without virtual stages)
     std::vector<size_t> next_;   // per stage: index of its next action
     std::vector<double> clock_;  // per stage: the time it reaches its next action
     std::unordered_map<int64_t, Channel> channels_;
     SimResult result_;
 
+    static int chunks_of(const std::vector<StagePlan>& plans) {
+        int most = 0;
+        for (const StagePlan& plan : plans)
+            for (const Action& a : plan) most = std::max(most, a.chunk);
+        return most + 1;
+    }
+
+    // The virtual stage an action of rank s runs on (the rank itself without virtual stages).
+    int virtual_stage(int s, const Action& a) const { return a.chunk * p_ + s; }
+
     void check_peers(int s) const {
         for (const Action& a : plans_[s])
-            if ((is_send(a.type) || is_recv(a.type)) && (a.peer < 0 || a.peer >= p_ || a.peer == s))
+            if ((is_send(a.type) || is_recv(a.type)) &&
+                (a.peer < 0 || a.peer >= p_ * v_ || a.peer == virtual_stage(s, a)))
                 throw std::invalid_argument(
                     fmt::format("stage {}: {} names an invalid peer", s, describe(a)));
     }
 
+    // The channel between two virtual stages, one way, for activations or gradients.
     Channel& channel(int from, int to, bool gradient) {
-        const int64_t key = (static_cast<int64_t>(from) * p_ + to) * 2 + (gradient ? 1 : 0);
+        const int64_t key = (static_cast<int64_t>(from) * p_ * v_ + to) * 2 + (gradient ? 1 : 0);
         return channels_[key];
     }
 
@@ -78,8 +91,9 @@ private:
         while (next_[s] < plan.size()) {
             const Action& a = plan[next_[s]];
             const double start = clock_[s];
+            const int vs = virtual_stage(s, a);
             if (is_send(a.type)) {
-                Channel& ch = channel(s, a.peer, carries_gradient(a.type));
+                Channel& ch = channel(vs, a.peer, carries_gradient(a.type));
                 ch.arrival_ms.push_back(start + costs_.p2p_ms);
                 ch.microbatches.push_back(a.microbatch);
                 if (ch.waiting_stage >= 0) {
@@ -87,7 +101,7 @@ private:
                     ch.waiting_stage = -1;
                 }
             } else if (is_recv(a.type)) {
-                Channel& ch = channel(a.peer, s, carries_gradient(a.type));
+                Channel& ch = channel(a.peer, vs, carries_gradient(a.type));
                 const bool arrived = ch.received < ch.arrival_ms.size();
                 if (!arrived || ch.microbatches[ch.received] != a.microbatch) {
                     if (!arrived) ch.waiting_stage = s;  // a wrong microbatch blocks for good
@@ -96,7 +110,7 @@ private:
                 clock_[s] = std::max(start, ch.arrival_ms[ch.received]);
                 ++ch.received;
             } else {
-                const double cost = action_cost_ms(a.type, costs_);
+                const double cost = action_cost_ms(a.type, costs_) / v_;
                 clock_[s] = start + cost;
                 result_.busy_ms[s] += cost;
             }
@@ -109,12 +123,12 @@ private:
     std::string why_stuck(int s) {
         const Action& a = plans_[s][next_[s]];
         const char* what = carries_gradient(a.type) ? "gradient" : "activation";
-        Channel& ch = channel(a.peer, s, carries_gradient(a.type));
+        Channel& ch = channel(a.peer, virtual_stage(s, a), carries_gradient(a.type));
         std::string why = fmt::format("stage {} waits for the {} of microbatch {} from stage {}", s, what,
                                       a.microbatch, a.peer);
         if (ch.received < ch.microbatches.size())
             why += fmt::format(", but stage {} sent microbatch {} next", a.peer, ch.microbatches[ch.received]);
-        else if (next_[a.peer] >= plans_[a.peer].size())
+        else if (const int rank = a.peer % p_; next_[rank] >= plans_[rank].size())
             why += fmt::format(", but stage {} has finished", a.peer);
         return why;
     }
@@ -141,7 +155,8 @@ void SimCosts::validate() const {
     if (!(forward_ms > 0) || !std::isfinite(forward_ms))
         throw UsageError(fmt::format("--forward-ms must be positive, got {}", forward_ms));
     const std::pair<const char*, double> others[] = {
-        {"--backward-ms", backward_ms}, {"--p2p-ms", p2p_ms}, {"--optimizer-ms", optimizer_ms}};
+        {"--backward-input-ms", backward_input_ms}, {"--backward-weight-ms", backward_weight_ms},
+        {"--p2p-ms", p2p_ms}, {"--optimizer-ms", optimizer_ms}};
     for (const auto& [flag, value] : others)
         if (!(value >= 0) || !std::isfinite(value))
             throw UsageError(fmt::format("{} must be >= 0, got {}", flag, value));
@@ -150,7 +165,9 @@ void SimCosts::validate() const {
 double action_cost_ms(ActionType type, const SimCosts& costs) {
     switch (type) {
         case ActionType::forward: return costs.forward_ms;
-        case ActionType::backward: return costs.backward_ms;
+        case ActionType::backward: return costs.backward_ms();
+        case ActionType::backward_input: return costs.backward_input_ms;
+        case ActionType::backward_weight: return costs.backward_weight_ms;
         case ActionType::optimizer_step: return costs.optimizer_ms;
         default: return 0.0;
     }

@@ -6,6 +6,10 @@
 // (from, to, activation|gradient) matches the k-th send on it. When no stage can progress before all are done
 // the run is a deadlock, reported with what each stuck stage waits for.
 //
+// With virtual stages (interleaved 1F1B: actions on chunks 0..v-1 of each rank, peers named by virtual stage) a
+// plan is one rank's list, channels join virtual stages, and a chunk's compute costs 1/v of the costs given: they
+// are a whole stage's share of the model (p stages), of which a chunk holds 1/v.
+//
 // The simulation is event-driven (a stage runs until it blocks; a send wakes the stage waiting on its
 // channel), so it costs O(total actions).
 #pragma once
@@ -19,9 +23,11 @@ namespace nb {
 
 struct SimCosts {
     double forward_ms = 1;
-    double backward_ms = 2;
+    double backward_input_ms = 1;   // B, the input half of a backward
+    double backward_weight_ms = 1;  // W, the weight half; a fused backward costs B + W
     double p2p_ms = 0;
     double optimizer_ms = 0;
+    double backward_ms() const { return backward_input_ms + backward_weight_ms; }
     // nb::UsageError naming the flag: forward_ms > 0 (it is the timeline's column width), the others >= 0.
     void validate() const;
 };

@@ -10,11 +10,15 @@ namespace nb {
 
 namespace {
 
+// "F3"; on a rank's chunk c > 0 (interleaved), "F3:c".
 std::string label_of(const Action& a) {
+    const std::string chunk = a.chunk > 0 ? fmt::format(":{}", a.chunk) : "";
     switch (a.type) {
-        case ActionType::forward: return fmt::format("F{}", a.microbatch);
-        case ActionType::backward: return fmt::format("B{}", a.microbatch);
-        case ActionType::optimizer_step: return fmt::format("S{}", a.version);
+        case ActionType::forward: return fmt::format("F{}{}", a.microbatch, chunk);
+        case ActionType::backward:
+        case ActionType::backward_input: return fmt::format("B{}{}", a.microbatch, chunk);
+        case ActionType::backward_weight: return fmt::format("W{}{}", a.microbatch, chunk);
+        case ActionType::optimizer_step: return fmt::format("S{}{}", a.version, chunk);
         default: return "";
     }
 }
@@ -25,12 +29,16 @@ bool drawn(const TimedAction& t, const SimCosts& costs) {
 
 int64_t to_column(double ms, double unit_ms) { return std::llround(ms / unit_ms); }
 
-// The time one column stands for: the cheapest compute (forward, backward, optimizer step with a cost).
-double column_ms(const SimCosts& costs) {
+// The time one column stands for: the cheapest compute (forward, B, W, optimizer step with a cost), of one chunk
+// where ranks hold several (the simulator gives a chunk 1/v of each cost).
+double column_ms(const SimResult& result, const SimCosts& costs) {
     double unit = costs.forward_ms;
-    if (costs.backward_ms > 0) unit = std::min(unit, costs.backward_ms);
-    if (costs.optimizer_ms > 0) unit = std::min(unit, costs.optimizer_ms);
-    return unit;
+    for (double ms : {costs.backward_input_ms, costs.backward_weight_ms, costs.optimizer_ms})
+        if (ms > 0) unit = std::min(unit, ms);
+    int chunks = 1;
+    for (const auto& stage : result.timeline)
+        for (const TimedAction& t : stage) chunks = std::max(chunks, t.action.chunk + 1);
+    return unit / chunks;
 }
 
 // Characters per column: the widest label of the run plus one space.
@@ -65,9 +73,8 @@ std::string ruler(size_t stages, int64_t columns, int64_t width, double unit_ms)
 }
 
 // One stage's row of the grid.
-std::string grid_row(const std::vector<TimedAction>& timeline, const SimCosts& costs, int64_t columns,
+std::string grid_row(const std::vector<TimedAction>& timeline, const SimCosts& costs, double unit, int64_t columns,
                      int64_t width) {
-    const double unit = column_ms(costs);
     std::string row(static_cast<size_t>(columns * width), ' ');
     for (int64_t c = 0; c < columns; ++c) row[c * width] = '.';
     for (const TimedAction& t : timeline) {
@@ -117,16 +124,17 @@ std::string render_timeline(const SimResult& result, const SimCosts& costs, cons
                            stages, options.max_rows);
     std::string out;
     const int64_t width = cell_width(result, costs);
-    const double unit = column_ms(costs);
+    const double unit = column_ms(result, costs);
     const int64_t columns = std::max<int64_t>(1, std::llround(std::ceil(result.makespan_ms / unit)));
     if (columns * width <= options.max_width_chars) {
         out += fmt::format(
-            "timeline: one column = {:g} ms; F<mb> forward, B<mb> backward, S<v> optimizer step (makes W<v>), "
+            "timeline: one column = {:g} ms; F<mb> forward, B<mb> backward (zb-h1: its input half), W<mb> its weight "
+            "half, S<v> optimizer step (makes version v), "
             "--- the same action continued, | optimizer step of no cost, . idle\n",
             unit);
         out += ruler(stages, columns, width, unit) + "\n";
         for (size_t s = 0; s < stages; ++s)
-            out += row_name(s, stages) + grid_row(result.timeline[s], costs, columns, width) + "\n";
+            out += row_name(s, stages) + grid_row(result.timeline[s], costs, unit, columns, width) + "\n";
         return out;
     }
     out += fmt::format(

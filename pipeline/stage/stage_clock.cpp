@@ -10,6 +10,7 @@ bool is_compute(TaskKind kind) {
     switch (kind) {
         case TaskKind::forward:
         case TaskKind::backward:
+        case TaskKind::backward_weight:
         case TaskKind::norm:
         case TaskKind::optimizer:
         case TaskKind::eval: return true;
@@ -23,6 +24,7 @@ const char* category(TaskKind kind) {
     switch (kind) {
         case TaskKind::forward: return "forward";
         case TaskKind::backward: return "backward";
+        case TaskKind::backward_weight: return "weight";
         case TaskKind::send_activation:
         case TaskKind::send_gradient: return "send";
         case TaskKind::recv_activation:
@@ -41,6 +43,7 @@ std::string task_name(TaskKind kind, int64_t index, int64_t block) {
     switch (kind) {
         case TaskKind::forward: return fmt::format("F{}", index);
         case TaskKind::backward: return fmt::format("B{}", index);
+        case TaskKind::backward_weight: return fmt::format("W{}", index);
         case TaskKind::send_activation: return fmt::format("send act {}", index);
         case TaskKind::send_gradient: return fmt::format("send grad {}", index);
         case TaskKind::recv_activation: return fmt::format("recv act {}", index);

@@ -43,8 +43,9 @@ enum class TaskKind : uint8_t {
     wait,
     moe_forward,
     moe_backward,
+    backward_weight,  // W of a split backward (backward: a fused backward or B)
 };
-constexpr int kNumTaskKinds = 12;
+constexpr int kNumTaskKinds = 13;
 bool is_compute(TaskKind kind);
 
 struct TimedTask {
@@ -59,7 +60,8 @@ struct TimedTask {
     double load_max_over_mean = 0, idle_fraction = 0;
 };
 
-// The trace event of one record of stage `stage`: "F12" forward, "B3" backward, "send act 4", "recv grad 4",
+// The trace event of one record of stage `stage`: "F12" forward, "B3" backward (or B), "W3" weight (W of a split
+// backward), "send act 4", "recv grad 4",
 // "norm 2" and "step 2" optimizer, "eval 5", "wait recv grad 4", "moe L3 F12" and "moe L3 B12" (category moe,
 // args layer, load_max_over_mean, idle_fraction).
 TraceEvent to_trace_event(const TimedTask& task, int stage);

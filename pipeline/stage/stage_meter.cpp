@@ -15,7 +15,9 @@ std::optional<TimedTask> task_record(const StageTask& task, int64_t start_ns, in
     TimedTask t{TaskKind::forward, a.microbatch, -1, start_ns, end_ns - start_ns};
     switch (a.type) {
         case ActionType::forward: t.kind = TaskKind::forward, t.version = a.version; break;
-        case ActionType::backward: t.kind = TaskKind::backward, t.version = a.version; break;
+        case ActionType::backward:
+        case ActionType::backward_input: t.kind = TaskKind::backward, t.version = a.version; break;
+        case ActionType::backward_weight: t.kind = TaskKind::backward_weight, t.version = a.version; break;
         case ActionType::send_activation: t.kind = TaskKind::send_activation; break;
         case ActionType::send_gradient: t.kind = TaskKind::send_gradient; break;
         case ActionType::recv_activation: t.kind = TaskKind::recv_activation; break;

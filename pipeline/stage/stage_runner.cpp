@@ -59,6 +59,7 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
       tasks_(stage_tasks(setup, stage, data_->val != nullptr)),
       next_forward_(setup.first_iteration * o_.num_microbatches),
       next_backward_(next_forward_),
+      next_weight_(next_forward_),
       meter_(StageClock::Clock::now(), !o_.trace_path.empty()) {
     if (transport.stage() != stage || transport.num_stages() != setup.num_stages())
         throw std::logic_error(fmt::format("stage {} of {} given the transport of stage {} of {}", stage,
@@ -185,6 +186,8 @@ bool StageRunner::run_action(const Action& a) {
         case ActionType::recv_gradient: return receive(a, gradients_in_);
         case ActionType::forward: forward(a); return true;
         case ActionType::backward: backward(a); return true;
+        case ActionType::backward_input: backward_input(a); return true;
+        case ActionType::backward_weight: backward_weight(a); return true;
         case ActionType::send_activation: send(a, activations_out_); return true;
         case ActionType::send_gradient: send(a, gradients_out_); return true;
         case ActionType::optimizer_step: return optimizer_step(a);
@@ -235,9 +238,8 @@ void StageRunner::forward(const Action& a) {
         activations_out_.emplace(a.microbatch, std::move(y));
 }
 
-void StageRunner::backward(const Action& a) {
-    // Each backward adds onto the step's gradient sum, so their order is the order of the sum: it must be the
-    // oracle's, microbatch order, whatever the schedule.
+// The checks every backward (fused or B) makes: it comes in microbatch order, in its step, after its forward.
+StageRunner::InFlight& StageRunner::start_backward(const Action& a) {
     if (a.microbatch != next_backward_)
         throw std::logic_error(
             fmt::format("backward of microbatch {} when {} is next: gradients are summed "
@@ -246,17 +248,57 @@ void StageRunner::backward(const Action& a) {
     if (setup_.spec.step_of(a.microbatch) != a.step)
         throw std::logic_error(fmt::format("backward of microbatch {} counted in step {}", a.microbatch, a.step));
     ++next_backward_;
-    auto node = in_flight_.extract(a.microbatch);
-    if (node.empty()) throw std::logic_error(fmt::format("backward of microbatch {} before its forward", a.microbatch));
-    InFlight& f = node.mapped();
+    auto it = in_flight_.find(a.microbatch);
+    if (it == in_flight_.end() || it->second.input_done)
+        throw std::logic_error(fmt::format("backward of microbatch {} before its forward", a.microbatch));
+    return it->second;
+}
+
+void StageRunner::backward(const Action& a) {
+    // Each backward adds onto the step's gradient sum, so their order is the order of the sum: it must be the
+    // oracle's, microbatch order, whatever the schedule.
+    InFlight& f = start_backward(a);
     Tensor dy = last_ ? loss_gradient() : take(gradients_in_, a.microbatch, "the output gradient");
     StageMoeObserver moe(meter_, nullptr, a.microbatch, a.version);  // for --trace: the loads were counted forward
     LayerContext ctx{ops_, versions_.at(a.version), &state_.grads, f.batch, &moe};
     Tensor dx = stage_backward(state_.model, ctx, dy, f.stashes);
     versions_.release(a.version);
     meter_.stash_released(f.stash_bytes);
+    in_flight_.erase(a.microbatch);
     ++accumulated_;
     if (!first_) gradients_out_.emplace(a.microbatch, std::move(dx));
+}
+
+// B: the input gradient for the stage below; the stash keeps what W reads (counted as held from now on).
+void StageRunner::backward_input(const Action& a) {
+    InFlight& f = start_backward(a);
+    Tensor dy = last_ ? loss_gradient() : take(gradients_in_, a.microbatch, "the output gradient");
+    StageMoeObserver moe(meter_, nullptr, a.microbatch, a.version);
+    LayerContext ctx{ops_, versions_.at(a.version), &state_.grads, f.batch, &moe};
+    Tensor dx = stage_backward_input(state_.model, ctx, dy, f.stashes);
+    versions_.release(a.version);
+    f.input_done = true;
+    meter_.stash_released(f.stash_bytes);
+    f.stash_bytes = stash_bytes(f.stashes);
+    meter_.stash_added(f.stash_bytes);
+    if (!first_) gradients_out_.emplace(a.microbatch, std::move(dx));
+}
+
+// W: the weight gradients into the step's sum. W runs in microbatch order, so the sum is the fused one's.
+void StageRunner::backward_weight(const Action& a) {
+    if (a.microbatch != next_weight_)
+        throw std::logic_error(fmt::format("W of microbatch {} when {} is next: gradients are summed in microbatch order",
+                                           a.microbatch, next_weight_));
+    auto node = in_flight_.extract(a.microbatch);
+    if (node.empty() || !node.mapped().input_done)
+        throw std::logic_error(fmt::format("W of microbatch {} before its B", a.microbatch));
+    ++next_weight_;
+    InFlight& f = node.mapped();
+    LayerContext ctx{ops_, versions_.at(a.version), &state_.grads, f.batch};
+    stage_backward_weight(state_.model, ctx, f.stashes);
+    versions_.release(a.version);
+    meter_.stash_released(f.stash_bytes);
+    ++accumulated_;
 }
 
 // ---- the optimizer step ----

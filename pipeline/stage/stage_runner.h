@@ -11,8 +11,9 @@
 //
 // The arithmetic is the oracle's (src/run/reference.h), reached independently from the action list:
 //   forward/backward  with the version the action names, the weights of microbatches in flight stashed;
-//   accumulation      every backward adds onto the step's gradient sum; backwards must come in microbatch order
-//                     (std::logic_error otherwise), so the sum is the oracle's, bit for bit;
+//   accumulation      every backward (or, split, every W) adds onto the step's gradient sum; backwards, B and W
+//                     each come in microbatch order (std::logic_error otherwise), so the sum is the oracle's, bit
+//                     for bit (model/weight_grads.h: B + W give the fused backward's bits);
 //   optimizer step    scale by 1/m (m > 1; pipedream steps on single microbatches), clip by the norm of
 //                     --clip-scope (global: the per-parameter sums of squares of every stage, all-gathered and
 //                     added in canonical order, optim/grad_clip.h; stage: this stage's own), then the stage's
@@ -97,6 +98,7 @@ private:
         Microbatch batch;
         std::vector<Stash> stashes;
         size_t stash_bytes = 0;
+        bool input_done = false;  // a split backward's B has run; its W has not
     };
 
     void post_receives_ahead();
@@ -108,7 +110,10 @@ private:
     bool receive(const Action& a, std::map<int64_t, Tensor>& into);
     void send(const Action& a, std::map<int64_t, Tensor>& from);
     void forward(const Action& a);
+    InFlight& start_backward(const Action& a);
     void backward(const Action& a);
+    void backward_input(const Action& a);
+    void backward_weight(const Action& a);
     bool optimizer_step(const Action& a);
     void begin_step(const Action& a);
     std::optional<double> clip_norm(const Action& a);
@@ -149,7 +154,8 @@ private:
     std::map<int64_t, Tensor> activations_out_;  // computed, waiting for their send
     std::map<int64_t, Tensor> gradients_out_;
 
-    int64_t next_forward_ = 0, next_backward_ = 0;  // microbatches in order (data order; accumulation order)
+    // Microbatches in order: forwards (data order), backwards or B, and W (the accumulation order under zb-h1).
+    int64_t next_forward_ = 0, next_backward_ = 0, next_weight_ = 0;
     int64_t accumulated_ = 0;                       // backwards in the current step's gradient sum
     bool step_begun_ = false;                       // the current optimizer step waits for its clip norm
     std::vector<double> step_sums_;                 // per-parameter sums of squares of the current step

@@ -62,6 +62,21 @@ std::vector<TraceEvent> TraceRecorder::deserialize(const std::string& text) {
     return events;
 }
 
+namespace {
+
+// The viewer's colour of each compute category ("cname": one of the Chrome trace viewer's named colours, which
+// Perfetto honours too), so that F, B, W and steps stand apart; the rest keep the viewer's colour by name.
+std::string colour_field(const std::string& category) {
+    const char* cname = category == "forward"     ? "thread_state_running"   // green
+                        : category == "backward"  ? "thread_state_runnable"  // blue
+                        : category == "weight"    ? "rail_animation"         // violet
+                        : category == "optimizer" ? "yellow"
+                                                  : nullptr;
+    return cname ? fmt::format(R"("cname": "{}", )", cname) : std::string();
+}
+
+}  // namespace
+
 std::string TraceRecorder::to_chrome_json(int num_stages) const {
     std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
     bool first = true;
@@ -81,8 +96,9 @@ std::string TraceRecorder::to_chrome_json(int num_stages) const {
         for (const auto& [key, value] : e.numbers)
             args += fmt::format("{}{}: {}", args.size() > 1 ? ", " : "", json_quote(key), value);
         args += "}";
-        emit(fmt::format(R"({{"ph": "X", "pid": {}, "tid": 0, "name": {}, "cat": {}, "ts": {:.3f}, "dur": {:.3f}, "args": {}}})",
-                         e.stage, json_quote(e.name), json_quote(e.category), e.start_us, e.duration_us, args));
+        emit(fmt::format(R"({{"ph": "X", "pid": {}, "tid": 0, "name": {}, "cat": {}, "ts": {:.3f}, "dur": {:.3f}, {}"args": {}}})",
+                         e.stage, json_quote(e.name), json_quote(e.category), e.start_us, e.duration_us,
+                         colour_field(e.category), args));
     }
     out += "\n]}\n";
     return out;

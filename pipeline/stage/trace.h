@@ -15,7 +15,7 @@ namespace nb {
 
 struct TraceEvent {
     std::string name;      // e.g. "F12", "B3", "send act 4", "wait", "step 2"
-    std::string category;  // forward | backward | send | recv | wait | optimizer | eval | moe
+    std::string category;  // forward | backward | weight | send | recv | wait | optimizer | eval | moe
     int stage = 0;
     double start_us = 0;
     double duration_us = 0;

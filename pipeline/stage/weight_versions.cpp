@@ -16,8 +16,8 @@ WeightVersions::WeightVersions(Ops& ops, const ParamLayout& layout, const Tensor
     : ops_(ops), master_(master), compute_(make_compute_weights(ops, layout, master)) {
     int64_t last_backward_version = 0;
     for (const Action& a : plan) {
-        if (a.type == ActionType::forward || a.type == ActionType::backward) ++uses_left_[a.version];
-        if (a.type == ActionType::backward) last_backward_version = a.version;
+        if (uses_weights(a.type)) ++uses_left_[a.version];
+        if (ends_microbatch(a.type)) last_backward_version = a.version;
         // The step's gradient is that of its backwards, which all use one version: the last one's.
         if (a.type == ActionType::optimizer_step && optimizer_reads_stale && last_backward_version < a.step) {
             ++uses_left_[last_backward_version];

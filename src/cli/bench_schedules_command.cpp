@@ -1,6 +1,6 @@
 // `nobubble bench schedules`: the throughput comparison of the schedules on one config (docs/DESIGN.md section 5,
 // `nobubble bench`). The same model, data, seed and tokens per step run under gpipe, 1f1b, 2bw and pipedream for
-// a fixed number of iterations, each on the pipeline executor: under mpirun one stage per rank (P = the number of
+// a fixed number of iterations (and zb-h1, the zero-bubble sync schedule), each on the pipeline executor: under mpirun one stage per rank (P = the number of
 // ranks), the real parallel measurement; without mpirun all P stages in this one process, one after another,
 // which checks the plumbing but measures no parallelism (said so in the output).
 //
@@ -11,7 +11,8 @@
 // Per schedule: tokens/s over the timed iterations (the first --warmup-iters are run but not timed), the bubble
 // measured by the stages themselves over those iterations (1 - sum of busy time / sum of wall time, busy = the
 // forwards, backwards and optimizer steps: pipeline/stage/stage_clock.h), each stage's peak activation memory (live
-// stashes) and the final training loss. Printed as one table, and with --out PREFIX written as PREFIX.csv and
+// stashes), the bubble the simulator predicts for the same plan at F = B = W (pipeline/schedule/simulate.h; the
+// yardstick of the measured one) and the final training loss. Printed as one table, and with --out PREFIX written as PREFIX.csv and
 // PREFIX.md.
 //   Target (the pipeline issue): on 2 ranks with m = 4, 2bw reaches >= 1.15 x the tokens/s of 1f1b (the ideal
 //   is (m + P - 1) / m = 1.25: 1f1b fills and drains the pipeline every step, 2bw only once).
@@ -30,6 +31,8 @@
 #include "src/core/error.h"
 #include "src/core/mpi_env.h"
 #include "src/run/backend.h"
+#include "pipeline/schedule/schedule.h"
+#include "pipeline/schedule/simulate.h"
 #include "src/run/pipeline_driver.h"
 #include "src/core/rng.h"
 
@@ -47,7 +50,7 @@ struct BenchSchedulesFlags {
     int64_t iters = 12;
     int64_t warmup_iters = 2;
     int stages = 2;  // in one process; under mpirun the number of ranks
-    std::vector<std::string> schedules = {"gpipe", "1f1b", "2bw", "pipedream"};
+    std::vector<std::string> schedules = {"gpipe", "1f1b", "zb-h1", "2bw", "pipedream"};
     double lr = 1e-3;
     uint64_t seed = 1234;
     std::string out;
@@ -58,6 +61,7 @@ struct ScheduleResult {
     ScheduleKind schedule;
     int64_t micro_batch_size = 0, num_microbatches = 0;
     double tokens_per_s = 0, bubble = 0, ms_per_iter = 0, final_loss = 0;
+    double sim_bubble = 0;  // the simulator's, for the same plan at unit costs F = B = W
     std::vector<double> act_mib;  // per stage
 };
 
@@ -170,12 +174,14 @@ Report make_report(const BenchSchedulesFlags& f, const std::vector<ScheduleResul
         rep.note = "note: in one process the stages run one after another, so tokens/s and the bubble are not a "
                    "parallel measurement (run under mpirun -np P for that)";
     std::string& t = rep.table_text;
-    t += fmt::format("{:<10} {:>14} {:>10} {:>9} {:>9}  {:<22} {:>10}\n", "schedule", "m x B", "tokens/s",
-                     "ms/iter", "bubble", "peak act MiB per stage", "final loss");
+    t += fmt::format("{:<10} {:>14} {:>10} {:>9} {:>9} {:>10}  {:<22} {:>10}\n", "schedule", "m x B", "tokens/s",
+                     "ms/iter", "bubble", "sim bubble", "peak act MiB per stage", "final loss");
     for (const auto& r : results)
-        t += fmt::format("{:<10} {:>14} {:>10.0f} {:>9.1f} {:>8.1f}%  {:<22} {:>10.4f}\n", schedule_kind_name(r.schedule),
-                         fmt::format("{} x {}", r.num_microbatches, r.micro_batch_size), r.tokens_per_s,
-                         r.ms_per_iter, 100 * r.bubble, act_list(r.act_mib, " "), r.final_loss);
+        t += fmt::format("{:<10} {:>14} {:>10.0f} {:>9.1f} {:>8.1f}% {:>9.1f}%  {:<22} {:>10.4f}\n",
+                         schedule_kind_name(r.schedule), fmt::format("{} x {}", r.num_microbatches, r.micro_batch_size),
+                         r.tokens_per_s, r.ms_per_iter, 100 * r.bubble, 100 * r.sim_bubble, act_list(r.act_mib, " "),
+                         r.final_loss);
+    t += "sim bubble: the simulator's for the same plan at F = B = W (nobubble schedule)\n";
     const ScheduleResult *two_bw = find(results, ScheduleKind::two_bw), *one_f_one_b = find(results, ScheduleKind::one_f_one_b);
     if (two_bw && one_f_one_b) {
         const double ratio = two_bw->tokens_per_s / one_f_one_b->tokens_per_s;
@@ -196,25 +202,27 @@ void write_file(const std::string& path, const std::string& text) {
 
 void write_outputs(const std::string& prefix, const Report& rep, const std::vector<ScheduleResult>& results,
                    int stages) {
+    // sim_bubble_pct last: run/compare.sh reads the columns by position.
     std::string csv = "schedule,num_microbatches,micro_batch_size,tokens_per_s,ms_per_iter,bubble_pct";
     for (int s = 0; s < stages; ++s) csv += fmt::format(",act_mib_stage{}", s);
-    csv += ",final_loss\n";
+    csv += ",final_loss,sim_bubble_pct\n";
     for (const auto& r : results) {
-        csv += fmt::format("{},{},{},{:.1f},{:.3f},{:.2f}", schedule_kind_name(r.schedule), r.num_microbatches, r.micro_batch_size,
-                           r.tokens_per_s, r.ms_per_iter, 100 * r.bubble);
+        csv += fmt::format("{},{},{},{:.1f},{:.3f},{:.2f}", schedule_kind_name(r.schedule), r.num_microbatches,
+                           r.micro_batch_size, r.tokens_per_s, r.ms_per_iter, 100 * r.bubble);
         for (double a : r.act_mib) csv += fmt::format(",{:.3f}", a);
-        csv += fmt::format(",{:.6f}\n", r.final_loss);
+        csv += fmt::format(",{:.6f},{:.2f}\n", r.final_loss, 100 * r.sim_bubble);
     }
     write_file(prefix + ".csv", csv);
 
     std::string md = rep.title + "\n\n";
     if (!rep.note.empty()) md += rep.note + "\n\n";
-    md += "| schedule | microbatches x sequences | tokens/s | ms/iter | bubble | peak act MiB per stage | final loss |\n";
-    md += "|---|---|---:|---:|---:|---|---:|\n";
+    md += "| schedule | microbatches x sequences | tokens/s | ms/iter | bubble | sim bubble (F = B = W) | peak act MiB "
+          "per stage | final loss |\n";
+    md += "|---|---|---:|---:|---:|---:|---|---:|\n";
     for (const auto& r : results)
-        md += fmt::format("| {} | {} x {} | {:.0f} | {:.1f} | {:.1f}% | {} | {:.4f} |\n", schedule_kind_name(r.schedule),
-                          r.num_microbatches, r.micro_batch_size, r.tokens_per_s, r.ms_per_iter, 100 * r.bubble,
-                          act_list(r.act_mib, " / "), r.final_loss);
+        md += fmt::format("| {} | {} x {} | {:.0f} | {:.1f} | {:.1f}% | {:.1f}% | {} | {:.4f} |\n",
+                          schedule_kind_name(r.schedule), r.num_microbatches, r.micro_batch_size, r.tokens_per_s,
+                          r.ms_per_iter, 100 * r.bubble, 100 * r.sim_bubble, act_list(r.act_mib, " / "), r.final_loss);
     if (!rep.ratio_line.empty()) md += "\n" + rep.ratio_line + "\n\n" + rep.target_line + "\n";
     write_file(prefix + ".md", md);
 }
@@ -252,6 +260,7 @@ int run_bench_schedules(const BenchSchedulesFlags& f) {
         const std::optional<PipelineSummary> summary = run_pipeline_training(plan, quiet);
         if (!summary) continue;  // not stage 0
         results.push_back(result_of(plan.options, *summary, f.warmup_iters));
+        results.back().sim_bubble = simulate(build_schedule(plan.schedule), SimCosts{}).bubble_fraction;
         if (parameters == 0)
             for (const ParamLayout& l : make_pipeline_setup(plan).layouts) parameters += l.trainable_numel();
     }

@@ -1,5 +1,7 @@
 // `nobubble schedule`: build a pipeline schedule, simulate it with fixed costs and print its timeline, bubble
 // fraction, in-flight microbatches and weight versions per stage. No model, no MPI.
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "src/cli/commands.h"
@@ -16,15 +18,20 @@ struct ScheduleFlags {
     std::string schedule;
     ScheduleSpec spec;
     SimCosts costs;
+    std::optional<double> backward_ms;  // --backward-ms: B = W = half of it
 };
 
 void print_header(const ScheduleSpec& spec, const SimCosts& costs) {
     fmt::print("schedule {}: {} stage(s), {} microbatch(es) per iteration, {} iteration(s), {} optimizer step(s)",
                schedule_kind_name(spec.kind), spec.stages, spec.microbatches, spec.steps, spec.optimizer_steps());
+    if (spec.virtual_stages > 1)
+        fmt::print(", interleaved: {} chunks per stage ({} parts; F3:1 is microbatch 3 on chunk 1)", spec.virtual_stages,
+                   spec.virtual_stage_count());
     if (spec.sync_start > 0 || spec.sync_cooldown > 0)
         fmt::print(", sync start {}, sync cooldown {}", spec.sync_start, spec.sync_cooldown);
-    fmt::print("\ncosts: forward {:g} ms, backward {:g} ms, p2p {:g} ms, optimizer {:g} ms\n", costs.forward_ms,
-               costs.backward_ms, costs.p2p_ms, costs.optimizer_ms);
+    fmt::print("\ncosts: forward {:g} ms, backward {:g} ms (input {:g} + weight {:g}), p2p {:g} ms, optimizer {:g} ms\n",
+               costs.forward_ms, costs.backward_ms(), costs.backward_input_ms, costs.backward_weight_ms, costs.p2p_ms,
+               costs.optimizer_ms);
 }
 
 void print_stage_table(const std::vector<StagePlan>& plans, const SimResult& result) {
@@ -40,6 +47,8 @@ void print_stage_table(const std::vector<StagePlan>& plans, const SimResult& res
 int print_schedule(ScheduleFlags& f) {
     f.spec.kind = parse_schedule_kind(f.schedule);
     f.spec.validate();
+    if (f.backward_ms) f.costs.backward_input_ms = f.costs.backward_weight_ms = *f.backward_ms / 2;
+    if (f.backward_ms && !(*f.backward_ms >= 0)) throw UsageError(fmt::format("--backward-ms must be >= 0, got {}", *f.backward_ms));
     f.costs.validate();
     const std::vector<StagePlan> plans = build_schedule(f.spec);
     const SimResult result = simulate(plans, f.costs);
@@ -66,13 +75,24 @@ Command add_schedule_command(CLI::App& app) {
         ->required();
     sub->add_option("--steps,--train-iters", spec.steps, "Iterations (pipedream: m optimizer steps each)")
         ->capture_default_str();
+    sub->add_option("--virtual-stages", spec.virtual_stages,
+                    "Model chunks per rank v; with 1f1b and v > 1: interleaved 1F1B (Megatron's order; m a multiple of P)")
+        ->capture_default_str();
     sub->add_option("--sync-start", spec.sync_start, "First K optimizer steps run as 1f1b (2bw, pipedream)")
         ->capture_default_str();
     sub->add_option("--sync-cooldown", spec.sync_cooldown, "Last K optimizer steps run as 1f1b (2bw, pipedream)")
         ->capture_default_str();
     sub->add_option("--forward-ms", costs.forward_ms, "Cost of one forward (one timeline column)")
         ->capture_default_str();
-    sub->add_option("--backward-ms", costs.backward_ms, "Cost of one backward")->capture_default_str();
+    auto* backward = sub->add_option("--backward-ms", flags->backward_ms,
+                                     "Cost of one fused backward (sets the input and weight halves to half of it each)");
+    auto* input = sub->add_option("--backward-input-ms", costs.backward_input_ms,
+                                  "Cost of B, a backward's input half (zb-h1 runs it apart)")
+                      ->capture_default_str();
+    auto* weight = sub->add_option("--backward-weight-ms", costs.backward_weight_ms,
+                                   "Cost of W, a backward's weight half; a fused backward costs B + W")
+                       ->capture_default_str();
+    backward->excludes(input)->excludes(weight);
     sub->add_option("--p2p-ms", costs.p2p_ms, "Transfer time of one activation or gradient")->capture_default_str();
     sub->add_option("--optimizer-ms", costs.optimizer_ms, "Cost of one optimizer step")->capture_default_str();
     return {sub, [flags] { return print_schedule(*flags); }};

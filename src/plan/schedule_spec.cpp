@@ -12,6 +12,8 @@ std::string_view schedule_kind_name(ScheduleKind kind) { return kScheduleKinds.n
 
 bool is_asynchronous(ScheduleKind kind) { return kind == ScheduleKind::two_bw || kind == ScheduleKind::pipedream; }
 
+bool splits_backward(ScheduleKind kind) { return kind == ScheduleKind::zb_h1; }
+
 void check_stage_count(int stages) {
     if (stages < 1) throw UsageError(fmt::format("--stages must be positive, got {}", stages));
 }
@@ -25,6 +27,16 @@ void ScheduleSpec::validate() const {
             "--schedule 2bw needs --num-microbatches >= the number of stages (P): got --num-microbatches {} "
             "with {} stages",
             microbatches, stages));
+    if (virtual_stages < 1)
+        throw UsageError(fmt::format("--virtual-stages must be positive, got {}", virtual_stages));
+    if (virtual_stages > 1 && kind != ScheduleKind::one_f_one_b)
+        throw UsageError(fmt::format("--virtual-stages {} (interleaved 1F1B) needs --schedule 1f1b, not {}",
+                                     virtual_stages, schedule_kind_name(kind)));
+    if (virtual_stages > 1 && microbatches % stages != 0)
+        throw UsageError(fmt::format(
+            "--virtual-stages {} (interleaved 1F1B) needs --num-microbatches a multiple of the {} stages, as "
+            "Megatron-LM does: got {}",
+            virtual_stages, stages, microbatches));
     if (sync_start < 0) throw UsageError(fmt::format("--sync-start must be >= 0, got {}", sync_start));
     if (sync_cooldown < 0) throw UsageError(fmt::format("--sync-cooldown must be >= 0, got {}", sync_cooldown));
     if (sync_start + sync_cooldown > optimizer_steps())

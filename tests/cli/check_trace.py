@@ -14,6 +14,8 @@ Exit 0 and one line per check passed; exit 1 with the first failure. Checks:
     spans (cat "moe") apart: each lies inside the F or B of its microbatch on its stage, every F and B holds one
     per MoE block of the stage (forward in block order, backward in reverse) and nothing else has any, named
     "moe L<block> F<i>" / "B<i>" with args layer, microbatch, load_max_over_mean (>= 1) and idle_fraction (0..1);
+  - a split backward (zb-h1): where a stage has W events ("W<i>", category "weight"), every microbatch's W once,
+    after its B, and F, B, W and the optimizer step each in a colour ("cname") of its own;
   - the stages share a clock: stage s+1 starts forward i only after stage s has finished forward i, and stage s
     starts backward i only after stage s+1 has finished it (within 2 ms, the origins' agreement).
 """
@@ -62,6 +64,27 @@ def check_moe(by_stage, moe_by_stage, moe_layers, microbatches):
     return spans
 
 
+def check_weight_halves(by_stage, microbatches):
+    """zb-h1's W actions: one per microbatch after its B, in their own colour. Returns the stages that have them."""
+    split = 0
+    for s, evs in by_stage.items():
+        named = {e["name"]: e for e in evs}
+        ws = [e for e in evs if e["cat"] == "weight"]
+        if not ws:
+            continue
+        split += 1
+        for i in range(microbatches):
+            w, b = named.get(f"W{i}"), named.get(f"B{i}")
+            if w is None or [e["name"] for e in ws].count(f"W{i}") != 1:
+                fail(f"stage {s}: W{i} appears {[e['name'] for e in ws].count(f'W{i}')} times")
+            if w["ts"] < b["ts"] + b["dur"] - TOLERANCE_US:
+                fail(f"stage {s}: W{i} at {w['ts']} before its B{i} ends")
+        colours = {cat: {e.get("cname") for e in evs if e["cat"] == cat} for cat in ("forward", "backward", "weight", "optimizer")}
+        if any(len(c) != 1 or None in c for c in colours.values()) or len(set.union(*colours.values())) != 4:
+            fail(f"stage {s}: colours {colours}, want one of its own for each")
+    return split
+
+
 def main():
     path, stages, microbatches, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     moe_layers = parse_moe_layers(sys.argv[5] if len(sys.argv) > 5 else "", stages)
@@ -103,6 +126,9 @@ def main():
         if not want <= cats:
             fail(f"stage {s}: categories {sorted(cats)} lack {sorted(want - cats)}")
     print(f"ok: F and B of all {microbatches} microbatches and {steps} steps on every stage, with waits, sends, receives")
+    split = check_weight_halves(by_stage, microbatches)
+    if split:
+        print(f"ok: W of every microbatch after its B, in its own colour, on {split} stage(s)")
 
     for s, evs in by_stage.items():
         for a, b in zip(evs, evs[1:]):

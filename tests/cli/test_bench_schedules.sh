@@ -12,20 +12,23 @@ B=(bench schedules "${MODEL[@]}" --micro-batch-size 2 --seq-length 32 --num-micr
 check_outputs() {
   local name=$1 log=$2 prefix=$3
   local rows
-  rows=$(grep -cE '^(gpipe|1f1b|2bw|pipedream) +[0-9]+ x [0-9]+ +[0-9]+ +[0-9.]+ +-?[0-9.]+% +[0-9.]+ [0-9.]+ +[0-9.]+$' "$log")
-  [ "$rows" = 4 ] && grep -qE '^pipedream +1 x 8 ' "$log" && grep -qE '^2bw +4 x 2 ' "$log" \
-    && pass "$name: 4 rows, pipedream 1 x 8 against 4 x 2" || fail "$name: table: $(cat "$log")"
+  rows=$(grep -cE '^(gpipe|1f1b|zb-h1|2bw|pipedream) +[0-9]+ x [0-9]+ +[0-9]+ +[0-9.]+ +-?[0-9.]+% +[0-9.]+% +[0-9.]+ [0-9.]+ +[0-9.]+$' "$log")
+  [ "$rows" = 5 ] && grep -qE '^pipedream +1 x 8 ' "$log" && grep -qE '^2bw +4 x 2 ' "$log" \
+    && pass "$name: 5 rows, pipedream 1 x 8 against 4 x 2" || fail "$name: table: $(cat "$log")"
   grep -qE '^2bw / 1f1b tokens/s: [0-9.]+ \(ideal \(m \+ P - 1\) / m = 1.250\)$' "$log" \
     && grep -qE '^target: 2bw >= 1.15 x 1f1b tokens/s: measured [0-9.]+ = [0-9.]+ x target$' "$log" \
     && pass "$name: ratio and target lines" || fail "$name: ratio/target: $(tail -n 4 "$log")"
-  [ "$(head -n 1 "$prefix.csv")" = "schedule,num_microbatches,micro_batch_size,tokens_per_s,ms_per_iter,bubble_pct,act_mib_stage0,act_mib_stage1,final_loss" ] \
-    && [ "$(wc -l <"$prefix.csv")" = 5 ] && [ "$(cut -d, -f1 "$prefix.csv" | tail -n 4 | tr '\n' ' ')" = "gpipe 1f1b 2bw pipedream " ] \
+  [ "$(head -n 1 "$prefix.csv")" = "schedule,num_microbatches,micro_batch_size,tokens_per_s,ms_per_iter,bubble_pct,act_mib_stage0,act_mib_stage1,final_loss,sim_bubble_pct" ] \
+    && [ "$(wc -l <"$prefix.csv")" = 6 ] && [ "$(cut -d, -f1 "$prefix.csv" | tail -n 5 | tr '\n' ' ')" = "gpipe 1f1b zb-h1 2bw pipedream " ] \
     && pass "$name: CSV" || fail "$name: CSV: $(cat "$prefix.csv")"
-  [ "$(grep -c '^| ' "$prefix.md")" = 5 ] && grep -q '^target: 2bw >= 1.15' "$prefix.md" \
+  # The simulated bubble at F = B = W, P = 2, m = 4: 1f1b (p-1)/(m+p-1) = 20%, zb-h1 (p-1)/(3m+p-1) = 7.69%.
+  [ "$(awk -F, '$1 == "1f1b" || $1 == "zb-h1" { printf "%s=%s ", $1, $NF }' "$prefix.csv")" = "1f1b=20.00 zb-h1=7.69 " ] \
+    && pass "$name: simulated bubbles of 1f1b and zb-h1" || fail "$name: sim bubble: $(cat "$prefix.csv")"
+  [ "$(grep -c '^| ' "$prefix.md")" = 6 ] && grep -q '^target: 2bw >= 1.15' "$prefix.md" \
     && pass "$name: markdown" || fail "$name: markdown: $(cat "$prefix.md")"
 }
 
-timeout -k 5 60 "$NB" "${B[@]}" --out "$WORK/inproc" >"$WORK/inproc.log" 2>&1 || fail "in-process bench: $(cat "$WORK/inproc.log")"
+timeout -k 5 120 "$NB" "${B[@]}" --out "$WORK/inproc" >"$WORK/inproc.log" 2>&1 || fail "in-process bench: $(cat "$WORK/inproc.log")"
 grep -q '^bench schedules: .* 2 stages in one process' "$WORK/inproc.log" \
   && grep -q '^note: in one process the stages run one after another' "$WORK/inproc.log" \
   && pass "in one process: says the figures are not a parallel measurement" || fail "in-process header: $(head -n 3 "$WORK/inproc.log")"
@@ -43,7 +46,7 @@ got=$(grep -E '^2bw ' "$WORK/data.log" | awk '{print $NF}')
 [ -n "$want" ] && [ "$got" = "$want" ] && pass "2bw's final loss $got is train's" || fail "bench loss '$got', train's '$want'"
 
 if [ "$HAVE_MPI" = 1 ]; then
-  timeout -k 5 60 mpirun --oversubscribe -np 2 "$NB" "${B[@]}" --out "$WORK/mpi" >"$WORK/mpi.log" 2>&1 \
+  timeout -k 5 120 mpirun --oversubscribe -np 2 "$NB" "${B[@]}" --out "$WORK/mpi" >"$WORK/mpi.log" 2>&1 \
     || fail "mpirun bench: $(cat "$WORK/mpi.log")"
   grep -q '^bench schedules: .* 2 stages over MPI (one rank per stage)' "$WORK/mpi.log" && ! grep -q '^note:' "$WORK/mpi.log" \
     && pass "under mpirun: one rank per stage" || fail "mpirun header: $(head -n 3 "$WORK/mpi.log")"

@@ -18,10 +18,11 @@ awk '/^  stage +layers/ { on = 1; next } on && $1 ~ /^[0-9]+$/ { n++; p += $(NF 
   && pass "per stage, shares of parameters and of active FLOPs" || fail "stage table: $(cat "$log")"
 grep -qE '^  stage +adamw +muon +lion +adan +mars +soap$' "$log" && pass "optimizer state per optimizer" \
   || fail "optimizer table: $(cat "$log")"
-# Per schedule: "V v M mb TOTAL UNIT" (6 fields) for gpipe, 1f1b, 2bw, pipedream.
-awk '/^  stage +gpipe +1f1b +2bw +pipedream$/ { on = 1; next }
+# Per schedule: "V v M mb TOTAL UNIT" (6 fields) for gpipe, 1f1b, 2bw, pipedream, zb-h1 (p in flight everywhere:
+# a stash lives until its W).
+awk '/^  stage +gpipe +1f1b +2bw +pipedream +zb-h1$/ { on = 1; next }
      on && $1 ~ /^[0-9]+$/ { s = $1; ok += ($2 == 1 && $4 == 8 && $8 == 1 && $10 == 4 - s && $14 == 2 && $16 == 4 - s \
-                                           && $20 == 4 - s && $22 == 4 - s); n++ }
+                                           && $20 == 4 - s && $22 == 4 - s && $26 == 1 && $28 == 4); n++ }
      END { exit (n == 4 && ok == 4) ? 0 : 1 }' "$log" \
   && pass "versions and microbatches in flight per schedule" || fail "schedule table: $(cat "$log")"
 # Activations: the routed experts' stash grows with k (stage 1 holds MoE blocks only).
@@ -35,7 +36,7 @@ run_logged 60 few "$NB" info --model moe-10b --stages 4 --num-microbatches 1
 grep -qE '^      0 .*needs m >= p' "$WORK/few.log" && pass "2bw with m < p says why it has no plan" \
   || fail "2bw m < p: $(cat "$WORK/few.log")"
 # One microbatch per iteration: pipedream still reaches its steady state (p - s versions) over enough iterations.
-grep -qE '^      0 .* 4 v +4 mb +[0-9.]+ [kMGT]?B$' "$WORK/few.log" && pass "pipedream at m = 1 holds p versions on stage 0" \
+grep -qE '^      0 .* 4 v +4 mb +[0-9.]+ [kMGT]?B +1 v +1 mb +[0-9.]+ [kMGT]?B$' "$WORK/few.log" && pass "pipedream at m = 1 holds p versions on stage 0" \
   || fail "pipedream m = 1: $(cat "$WORK/few.log")"
 run_logged 60 dense "$NB" info --model tiny --stages 2
 grep -qx 'model tiny: 3,279,104 parameters' "$WORK/dense.log" && grep -qx '  moe: none' "$WORK/dense.log" \

@@ -92,6 +92,7 @@ check_against_reference 1f1b_p3 3 --schedule 1f1b --num-microbatches 3 --moe-rou
 check_against_reference 2bw 2 --schedule 2bw --num-microbatches 3
 check_against_reference 2bw_ef 2 --schedule 2bw --num-microbatches 3 --optimizer muon --delay-fix ef
 check_against_reference pipedream 2 --schedule pipedream --num-microbatches 2
+check_against_reference zb-h1_p3 3 --schedule zb-h1 --num-microbatches 3 --optimizer muon
 
 # What a run reports about its MoE layers: the aux loss apart from the LM loss, and per MoE layer the expert load
 # (max/mean tokens per expert, idle experts) of each iteration's training forwards, in the progress line (the most
@@ -132,7 +133,7 @@ moe_trace() {  # moe_trace NAME RUN: the run's 2-stage 2bw trace; the cut puts b
   fi
 }
 O=("${FLAGS[@]}" --num-microbatches 3)
-for s in 1f1b 2bw pipedream; do
+for s in 1f1b 2bw pipedream zb-h1; do
   run_logged 120 "obs_ref_$s" "$NB" reference "${O[@]}" --schedule $s --stages 2 --metrics "$WORK/obs_ref_$s.jsonl"
   run_logged 120 "obs_in_$s" "$NB" train "${O[@]}" --schedule $s --stages 2 --metrics "$WORK/obs_in_$s.jsonl" \
     --trace "$WORK/obs_in_$s.json"
@@ -173,6 +174,7 @@ check_against_reference bias_1f1b_p3 3 --schedule 1f1b --num-microbatches 3 --op
 check_against_reference bias_2bw 2 --schedule 2bw --num-microbatches 3
 check_against_reference bias_2bw_ef 2 --schedule 2bw --num-microbatches 3 --optimizer muon --delay-fix ef
 check_against_reference bias_pipedream 2 --schedule pipedream --num-microbatches 2
+check_against_reference bias_zb-h1 2 --schedule zb-h1 --num-microbatches 3
 # The optimizer state covers the trainable parameters only (the same names with the bias or without): it differs
 # only if the bias moved some selection, whereas the weights' hash would differ by the bias tensor alone.
 o=$(opt_of "$WORK/ref_2bw.log")

@@ -46,6 +46,7 @@ for opt in "${OPTIMIZERS[@]}"; do
   resume_case "1f1b_$opt" 3 --schedule 1f1b --num-microbatches 3 --optimizer "$opt"
   resume_case "2bw_$opt" 3 --schedule 2bw --num-microbatches 3 --optimizer "$opt"
   resume_case "pipedream_$opt" 3 --schedule pipedream --num-microbatches 2 --optimizer "$opt"
+  resume_case "zb-h1_$opt" 3 --schedule zb-h1 --num-microbatches 3 --optimizer "$opt"
 done
 resume_case 2bw_muon_ef 3 --schedule 2bw --num-microbatches 3 --optimizer muon --delay-fix ef
 resume_case 2bw_adamw_taylor 2 --schedule 2bw --num-microbatches 2 --optimizer adamw --delay-fix taylor
@@ -68,6 +69,10 @@ if [ "$HAVE_MPI" = 1 ]; then
     --save-interval 3 --exit-interval 5
   run_logged 120 mpi_res mpirun --oversubscribe -np 3 "$NB" train "${FLAGS[@]}" "${M[@]}" --load "$WORK/m"
   same_state "mpirun -np 3: 2bw+ef stopped after 5 and resumed" "$WORK/full_2bw_muon_ef.log" "$WORK/mpi_res.log"
+  run_logged 120 mpi_res_zb mpirun --oversubscribe -np 3 "$NB" train "${FLAGS[@]}" --schedule zb-h1 \
+    --num-microbatches 3 --optimizer soap --load "$WORK/a_zb-h1_soap"
+  same_state "mpirun -np 3: zb-h1+soap stopped in one process, resumed under mpirun" \
+    "$WORK/full_zb-h1_soap.log" "$WORK/mpi_res_zb.log"
   run_logged 120 mpi_res_pd mpirun --oversubscribe -np 3 "$NB" train "${FLAGS[@]}" --schedule pipedream \
     --num-microbatches 2 --optimizer adan --load "$WORK/a_pipedream_adan"
   same_state "mpirun -np 3: pipedream+adan stopped in one process, resumed under mpirun" \
@@ -105,6 +110,7 @@ reshard_case gpipe_2to3 2 3 --schedule gpipe --num-microbatches 2 --optimizer ad
 reshard_case gpipe_4to1 4 1 --schedule gpipe --num-microbatches 2 --optimizer soap --num-layers 4
 reshard_case 1f1b_2to3 2 3 --schedule 1f1b --num-microbatches 3 --optimizer muon
 reshard_case 1f1b_4to1 4 1 --schedule 1f1b --num-microbatches 4 --optimizer adamw --num-layers 4
+reshard_case zb-h1_3to2 3 2 --schedule zb-h1 --num-microbatches 3 --optimizer muon
 reshard_case 2bw_noclip_3to2 3 2 --schedule 2bw --num-microbatches 3 --optimizer muon --delay-fix ef --clip-grad 0
 # 2bw with its default per-stage clip: after a reshard the norms are the new stages', so the run differs from
 # the uninterrupted one from its first step on; what it loads is exactly what was saved (a resume that runs no

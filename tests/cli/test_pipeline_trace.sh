@@ -40,6 +40,14 @@ check_trace "in-process 2bw trace" "$WORK/inproc.json" 2 16 4
 same_result "in-process 2bw" "$WORK/inproc_plain.log" "$WORK/inproc.log"
 [ ! -e "$WORK/inproc.json.tmp" ] && pass "no temporary file left" || fail "$WORK/inproc.json.tmp left behind"
 
+# zb-h1: every W after its B, in its own colour; the bits of the untraced run.
+run zb "$NB" train "${FLAGS[@]}" --schedule zb-h1 --stages 2 --trace "$WORK/zb.json"
+run zb_plain "$NB" train "${FLAGS[@]}" --schedule zb-h1 --stages 2
+check_trace "in-process zb-h1 trace" "$WORK/zb.json" 2 16 4
+grep -q "W on every microbatch\|W of every microbatch" "$WORK/in-process zb-h1 trace.check" && pass "zb-h1 trace has W actions" \
+    || fail "zb-h1 trace: no W actions ($(cat "$WORK/in-process zb-h1 trace.check"))"
+same_result "in-process zb-h1" "$WORK/zb_plain.log" "$WORK/zb.log"
+
 # The progress line: busy per stage, bubble, activation MiB per stage (P = 2 numbers each).
 pat='^step      2/4 \| loss [0-9.]+ \| .* ms \| busy [0-9]+% [0-9]+% \| bubble -?[0-9.]+% \| act MiB [0-9.]+ [0-9.]+$'
 grep -Eq "$pat" "$WORK/inproc.log" && pass "progress line: $(grep '^step      2/4' "$WORK/inproc.log" | sed 's/.*ms | //')" \

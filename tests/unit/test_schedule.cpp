@@ -21,7 +21,7 @@ using namespace nb::test;
 namespace {
 
 constexpr ScheduleKind kAllKinds[] = {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::two_bw,
-                                      ScheduleKind::pipedream};
+                                      ScheduleKind::pipedream, ScheduleKind::zb_h1};
 
 ScheduleSpec make_spec(ScheduleKind kind, int p, int64_t m, int64_t steps, int64_t sync_start = 0,
                        int64_t sync_cooldown = 0) {
@@ -70,7 +70,7 @@ int64_t step_of(const ScheduleSpec& s, int64_t mb) {
     return s.kind == ScheduleKind::pipedream ? mb : mb / s.microbatches;
 }
 bool synchronous_step(const ScheduleSpec& s, int64_t t) {
-    if (s.kind == ScheduleKind::gpipe || s.kind == ScheduleKind::one_f_one_b) return true;
+    if (s.kind == ScheduleKind::gpipe || s.kind == ScheduleKind::one_f_one_b || s.kind == ScheduleKind::zb_h1) return true;
     return t < s.sync_start || t >= optimizer_steps_of(s) - s.sync_cooldown;
 }
 int64_t expected_version(const ScheduleSpec& s, int stage, int64_t mb) {
@@ -81,17 +81,21 @@ int64_t expected_version(const ScheduleSpec& s, int stage, int64_t mb) {
     return std::max(first_async, mb - (s.stages - 1 - stage));
 }
 
-bool is_fb(const Action& a) { return a.type == ActionType::forward || a.type == ActionType::backward; }
+// Forward, backward, B or W: an action that computes with a weight version.
+bool is_fb(const Action& a) { return nb::uses_weights(a.type); }
+bool is_split(const ScheduleSpec& s) { return s.kind == ScheduleKind::zb_h1; }
 
 // ---- checks on the lists ----
 
 // Forwards and backwards: each microbatch exactly once each, in microbatch order, backward after forward,
 // with the step it belongs to and the version of the table; the backward uses the forward's (stashed) version.
+// A split backward (zb-h1): B in place of the backward, and W once per microbatch, after its B, in microbatch order.
 void check_compute(const ScheduleSpec& spec, const std::vector<StagePlan>& plans) {
     const int64_t n = spec.total_microbatches();
+    const ActionType backward = is_split(spec) ? ActionType::backward_input : ActionType::backward;
     for (int s = 0; s < spec.stages; ++s) {
         CAPTURE(s);
-        std::vector<int64_t> forwards, backwards;
+        std::vector<int64_t> forwards, backwards, weights;
         std::map<int64_t, int64_t> forward_version;
         for (const Action& a : plans[s]) {
             if (!is_fb(a)) continue;
@@ -101,17 +105,25 @@ void check_compute(const ScheduleSpec& spec, const std::vector<StagePlan>& plans
             if (a.type == ActionType::forward) {
                 forwards.push_back(a.microbatch);
                 forward_version[a.microbatch] = a.version;
-            } else {
+            } else if (a.type == backward) {
                 REQUIRE(forward_version.count(a.microbatch) == 1);  // backward after its forward
                 CHECK(a.version == forward_version[a.microbatch]);
                 backwards.push_back(a.microbatch);
+            } else {
+                REQUIRE(a.type == ActionType::backward_weight);
+                REQUIRE(is_split(spec));
+                CHECK(std::count(backwards.begin(), backwards.end(), a.microbatch) == 1);  // W after its B
+                CHECK(a.version == forward_version[a.microbatch]);
+                weights.push_back(a.microbatch);
             }
         }
         REQUIRE(forwards.size() == static_cast<size_t>(n));
         REQUIRE(backwards.size() == static_cast<size_t>(n));
+        REQUIRE(weights.size() == static_cast<size_t>(is_split(spec) ? n : 0));
         for (int64_t i = 0; i < n; ++i) {
             CHECK(forwards[i] == i);   // every microbatch once, in data order
             CHECK(backwards[i] == i);  // gradients accumulate in microbatch order
+            if (is_split(spec)) CHECK(weights[i] == i);
         }
     }
 }
@@ -124,7 +136,7 @@ void check_optimizer_steps(const ScheduleSpec& spec, const std::vector<StagePlan
         int64_t next_step = 0, newest = 0;
         std::map<int64_t, int64_t> backwards_of_step;
         for (const Action& a : plans[s]) {
-            if (a.type == ActionType::backward) ++backwards_of_step[a.step];
+            if (nb::ends_microbatch(a.type)) ++backwards_of_step[a.step];  // backward or W: summed
             if (a.type == ActionType::forward) CHECK(a.version <= newest);
             if (a.type == ActionType::optimizer_step) {
                 CHECK(a.step == next_step);
@@ -163,7 +175,7 @@ void check_transfers_around_compute(const ScheduleSpec& spec, const std::vector<
                 if (s > 0) expect_at(k - 1, ActionType::recv_activation, s - 1);
                 if (s < p - 1) expect_at(k + 1, ActionType::send_activation, s + 1);
             }
-            if (a.type == ActionType::backward) {
+            if (a.type == ActionType::backward || a.type == ActionType::backward_input) {
                 if (s < p - 1) REQUIRE(k > 0);
                 if (s < p - 1) expect_at(k - 1, ActionType::recv_gradient, s + 1);
                 if (s > 0) expect_at(k + 1, ActionType::send_gradient, s - 1);
@@ -212,7 +224,7 @@ void check_flushes(const ScheduleSpec& spec, const std::vector<StagePlan>& plans
                 }
                 ++in_flight_by_step[a.step];
             }
-            if (a.type == ActionType::backward) --in_flight_by_step[a.step];
+            if (nb::ends_microbatch(a.type)) --in_flight_by_step[a.step];
         }
     }
 }
@@ -255,7 +267,7 @@ TEST_CASE("every schedule on the grid: compute, versions, steps, transfers, flus
         check_everything(spec);
         ++cases;
     });
-    CHECK(cases == 3 * (5 * 4 * 2) + (4 + 4 * 3) * 2);  // 2bw skips m = 1 for p > 1
+    CHECK(cases == 4 * (5 * 4 * 2) + (4 + 4 * 3) * 2);  // 2bw skips m = 1 for p > 1
 }
 
 TEST_CASE("sync start and cooldown: 1f1b steps with flushes, async versions as if always async") {
@@ -294,6 +306,8 @@ TEST_CASE("1f1b: min(p-s-1, m) warm-up forwards; in flight at stage s is min(p-s
             switch (spec.kind) {
                 case ScheduleKind::gpipe: CHECK(in_flight == spec.microbatches); break;
                 case ScheduleKind::one_f_one_b: CHECK(in_flight == std::min(bound, spec.microbatches)); break;
+                // Held until W, which lags B by s: p on every stage, 1f1b's stage 0 (its peak).
+                case ScheduleKind::zb_h1: CHECK(in_flight == std::min<int64_t>(spec.stages, spec.microbatches)); break;
                 default: CHECK(in_flight == std::min(bound, spec.total_microbatches())); break;
             }
         }
@@ -384,10 +398,112 @@ TEST_CASE("names: parse and format round-trip; an unknown name names --schedule 
     const std::string e = usage_error([] { nb::parse_schedule_kind("zerobubble"); });
     CHECK(contains(e, "--schedule"));
     CHECK(contains(e, "zerobubble"));
-    CHECK(contains(e, "gpipe, 1f1b, 2bw, pipedream"));
+    CHECK(contains(e, "gpipe, 1f1b, 2bw, pipedream, zb-h1"));
+    CHECK(nb::describe({ActionType::backward_input, 3, 0, 0, -1}) == "B3 input (step 0, W0)");
+    CHECK(nb::describe({ActionType::backward_weight, 3, 0, 0, -1}) == "W3 weight (step 0, W0)");
     CHECK(nb::describe({ActionType::forward, 3, 0, 0, -1}) == "F3 (step 0, W0)");
     CHECK(nb::describe({ActionType::recv_gradient, 3, 0, 0, 2}) == "recv_gradient mb 3 from stage 2");
     CHECK(nb::describe({ActionType::optimizer_step, -1, 4, 5, -1}) == "optimizer_step 4 -> W5");
+}
+
+// ZB-H1 (Qi et al. 2024, section 3.1): stage s runs 1f1b's warm-up forwards, then F and B alternately with W
+// k-s after B k, then the B and W left, then the W left; at most s+1 W pending after a B (so at most p).
+TEST_CASE("zb-h1: 1f1b's forwards and B, each W s computes after its B, at most s+1 pending") {
+    for (int p : {1, 2, 3, 4, 8})
+        for (int64_t m : {int64_t{1}, int64_t{p}, int64_t{2 * p}, int64_t{3 * p + 1}}) {
+            const ScheduleSpec spec = make_spec(ScheduleKind::zb_h1, p, m, 2);
+            CAPTURE(name_of(spec));
+            const auto plans = nb::build_schedule(spec);
+            const auto one_f_one_b = nb::build_schedule(make_spec(ScheduleKind::one_f_one_b, p, m, 2));
+            for (int s = 0; s < p; ++s) {
+                CAPTURE(s);
+                // F and B in 1f1b's order (W taken out, B in place of the backward).
+                std::vector<std::pair<bool, int64_t>> fb, reference_fb;
+                for (const Action& a : plans[s])
+                    if (a.type == ActionType::forward || a.type == ActionType::backward_input)
+                        fb.push_back({a.type == ActionType::forward, a.microbatch});
+                for (const Action& a : one_f_one_b[s])
+                    if (a.type == ActionType::forward || a.type == ActionType::backward)
+                        reference_fb.push_back({a.type == ActionType::forward, a.microbatch});
+                CHECK(fb == reference_fb);
+                int64_t b_done = 0, w_done = 0, most_pending = 0;
+                for (const Action& a : plans[s]) {
+                    if (a.type == ActionType::backward_input) most_pending = std::max(most_pending, ++b_done - w_done);
+                    if (a.type != ActionType::backward_weight) continue;
+                    ++w_done;
+                    // W k runs right after B k+s, or, when there is no B k+s in its step, after the step's last B.
+                    const int64_t first = a.step * m, k = a.microbatch - first;
+                    CHECK(b_done - first == std::min<int64_t>(k + s + 1, m));
+                }
+                CHECK(most_pending <= std::min<int64_t>(s + 1, m));
+            }
+        }
+}
+
+// Interleaved 1F1B (Megatron-LM): chunk c of rank r is part c p + r. Each part sees every microbatch's forward and
+// backward once, in microbatch order; its messages go to the parts next to it; per rank the forwards of a group of
+// p microbatches run chunk by chunk; each chunk steps once per step after its last backward.
+TEST_CASE("interleaved 1f1b: every part's compute in order, messages between neighbouring parts, one step per chunk") {
+    for (int p : {1, 2, 4})
+        for (int v : {2, 3})
+            for (int64_t m : {int64_t{p}, int64_t{2 * p}, int64_t{4 * p}}) {
+                ScheduleSpec spec = make_spec(ScheduleKind::one_f_one_b, p, m, 2);
+                spec.virtual_stages = v;
+                CAPTURE(name_of(spec));
+                CAPTURE(v);
+                const auto plans = nb::build_schedule(spec);
+                const int parts = p * v;
+                std::map<int, std::vector<int64_t>> forwards, backwards;  // by part
+                std::map<int, int64_t> steps;
+                std::map<std::tuple<int, int, bool>, std::vector<int64_t>> sent, received;
+                for (int r = 0; r < p; ++r)
+                    for (const Action& a : plans[r]) {
+                        REQUIRE(a.chunk >= 0);
+                        REQUIRE(a.chunk < v);
+                        const int part = a.chunk * p + r;
+                        if (a.type == ActionType::forward) forwards[part].push_back(a.microbatch);
+                        if (a.type == ActionType::backward) backwards[part].push_back(a.microbatch);
+                        if (a.type == ActionType::optimizer_step) ++steps[part];
+                        if (a.type == ActionType::send_activation || a.type == ActionType::send_gradient) {
+                            CHECK(a.peer == part + (a.type == ActionType::send_activation ? 1 : -1));
+                            sent[{part, a.peer, a.type == ActionType::send_gradient}].push_back(a.microbatch);
+                        }
+                        if (a.type == ActionType::recv_activation || a.type == ActionType::recv_gradient) {
+                            CHECK(a.peer == part + (a.type == ActionType::recv_activation ? -1 : 1));
+                            received[{a.peer, part, a.type == ActionType::recv_gradient}].push_back(a.microbatch);
+                        }
+                    }
+                std::vector<int64_t> all(static_cast<size_t>(spec.total_microbatches()));
+                for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+                for (int part = 0; part < parts; ++part) {
+                    CAPTURE(part);
+                    CHECK(forwards[part] == all);
+                    CHECK(backwards[part] == all);
+                    CHECK(steps[part] == spec.steps);
+                }
+                CHECK(sent == received);
+                CHECK(sent.size() == static_cast<size_t>(2 * (parts - 1)));
+                CHECK_FALSE(nb::simulate(plans, nb::SimCosts{}).deadlock);
+                for (int r = 0; r < p; ++r) {
+                    CHECK(nb::max_versions_held(plans, r) == 1);  // synchronous: one version per chunk
+                    // Megatron's order: the forwards of microbatches [g p, (g+1) p) chunk by chunk.
+                    std::vector<std::pair<int, int64_t>> order;
+                    for (const Action& a : plans[r])
+                        if (a.type == ActionType::forward && a.step == 0) order.push_back({a.chunk, a.microbatch});
+                    for (size_t k = 0; k < order.size(); ++k) {
+                        CHECK(order[k].first == static_cast<int>((k / p) % v));
+                        CHECK(order[k].second == static_cast<int64_t>((k / (p * v)) * p + k % p));
+                    }
+                }
+            }
+    ScheduleSpec bad = make_spec(ScheduleKind::one_f_one_b, 4, 6, 1);
+    bad.virtual_stages = 2;
+    CHECK(contains(usage_error([&] { nb::build_schedule(bad); }), "a multiple of the 4 stages"));
+    bad = make_spec(ScheduleKind::two_bw, 2, 4, 1);
+    bad.virtual_stages = 2;
+    CHECK(contains(usage_error([&] { nb::build_schedule(bad); }), "needs --schedule 1f1b, not 2bw"));
+    bad.virtual_stages = 0;
+    CHECK(contains(usage_error([&] { nb::build_schedule(bad); }), "--virtual-stages must be positive, got 0"));
 }
 
 TEST_CASE("validate: each impossible spec is a usage error naming its flag") {

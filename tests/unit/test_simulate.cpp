@@ -5,6 +5,7 @@
 #include "tests/unit/test_util.h"
 
 #include <chrono>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,51 @@ TEST_CASE("1f1b and gpipe, unit costs with backward = 2 x forward: bubble = (p-1
                     CHECK(r.makespan_ms == doctest::Approx(steps * (m + p - 1) * 3.0).epsilon(1e-12));
                     for (double busy : r.busy_ms) CHECK(busy == doctest::Approx(steps * m * 3.0));
                 }
+}
+
+// Qi et al. 2024 (ZB-H1): a 1f1b step takes m(F+B+W) + (p-1)(F+B+W), a ZB-H1 step m(F+B+W) + (p-1)(F+B-W) (for
+// W <= F, the paper's regime): at F = B = W the idle time is a third of 1f1b's, at the same peak activations.
+TEST_CASE("zb-h1: makespan m(F+B+W) + (p-1)(F+B-W) per step, a third of 1f1b's bubble at F = B = W") {
+    for (int p : {1, 2, 3, 4, 8})
+        for (int64_t m : {int64_t{p}, int64_t{2 * p}, int64_t{32}})
+            for (int64_t steps : {1, 2}) {
+                CAPTURE(p);
+                CAPTURE(m);
+                CAPTURE(steps);
+                const SimResult zb = simulate_spec(make_spec(ScheduleKind::zb_h1, p, m, steps));
+                const SimResult fused = simulate_spec(make_spec(ScheduleKind::one_f_one_b, p, m, steps));
+                REQUIRE_FALSE(zb.deadlock);
+                CHECK(zb.makespan_ms == doctest::Approx(steps * (3.0 * m + (p - 1))).epsilon(1e-12));
+                const double zb_idle = zb.makespan_ms - steps * 3.0 * m, fused_idle = fused.makespan_ms - steps * 3.0 * m;
+                CHECK(zb_idle == doctest::Approx(fused_idle / 3).epsilon(1e-12));
+                for (double busy : zb.busy_ms) CHECK(busy == doctest::Approx(steps * m * 3.0));
+            }
+    for (auto [f, b, w] : {std::tuple{1.0, 1.0, 0.5}, std::tuple{2.0, 1.0, 1.0}, std::tuple{1.0, 2.0, 1.0}}) {
+        SimCosts costs;
+        costs.forward_ms = f;
+        costs.backward_input_ms = b;
+        costs.backward_weight_ms = w;
+        const SimResult r = simulate_spec(make_spec(ScheduleKind::zb_h1, 4, 8, 1), costs);
+        CHECK(r.makespan_ms == doctest::Approx(8 * (f + b + w) + 3 * (f + b - w)).epsilon(1e-12));
+    }
+}
+
+// Narayanan et al. 2021 (interleaved 1F1B): with v chunks per rank, each 1/v of a stage's work, the bubble shrinks
+// by v: (p-1)/(v m + p - 1) at backward = 2 x forward.
+TEST_CASE("interleaved 1f1b: bubble = (p-1)/(v m + p - 1)") {
+    for (int p : {2, 4, 8})
+        for (int v : {1, 2, 3, 4})
+            for (int64_t m : {int64_t{p}, int64_t{2 * p}, int64_t{4 * p}}) {
+                CAPTURE(p);
+                CAPTURE(v);
+                CAPTURE(m);
+                ScheduleSpec spec = make_spec(ScheduleKind::one_f_one_b, p, m, 2);
+                spec.virtual_stages = v;
+                const SimResult r = simulate_spec(spec);
+                REQUIRE_FALSE(r.deadlock);
+                CHECK(r.bubble_fraction == doctest::Approx(double(p - 1) / double(v * m + p - 1)).epsilon(1e-9));
+                for (double busy : r.busy_ms) CHECK(busy == doctest::Approx(2 * m * 3.0));
+            }
 }
 
 TEST_CASE("2bw and pipedream stream steps without flushes: bubble = (p-1)/(T*m+p-1), far below 1f1b's") {
@@ -159,8 +205,8 @@ TEST_CASE("costs: forward must be positive, the others non-negative, each error 
     c.p2p_ms = -1;
     CHECK(contains(message(c), "--p2p-ms must be >= 0"));
     c = SimCosts{};
-    c.backward_ms = -0.5;
-    CHECK(contains(message(c), "--backward-ms"));
+    c.backward_input_ms = -0.5;
+    CHECK(contains(message(c), "--backward-input-ms must be >= 0"));
 }
 
 TEST_CASE("timeline text: the 1f1b grid for p = 2, m = 2, drawn exactly") {

@@ -58,7 +58,7 @@ void move_first_to_front(nb::StagePlan& plan, ActionType type) {
 TEST_CASE("stage runner: every schedule on 2 and 3 stages in one process ends with the oracle's bits") {
     TempDir dir;
     const std::string data = write_corpus(dir);
-    for (const char* schedule : {"gpipe", "1f1b", "2bw", "pipedream"})
+    for (const char* schedule : {"gpipe", "1f1b", "2bw", "pipedream", "zb-h1"})
         for (int p : {2, 3})
             for (int64_t m : {int64_t{p}, int64_t{2 * p}}) {
                 CAPTURE(schedule);
@@ -105,6 +105,44 @@ TEST_CASE("stage runner: backwards out of microbatch order are refused (gradient
     std::swap(plan[5], plan[7]);
     CHECK_THROWS_WITH_AS(run_pipeline(setup), doctest::Contains("stage 1: backward of microbatch 1 when 0 is next"),
                          std::logic_error);
+}
+
+TEST_CASE("stage runner: W out of microbatch order is refused; W before its B too") {
+    TempDir dir;
+    const std::string data = write_corpus(dir);
+    auto swap_first_two = [](nb::StagePlan& plan, ActionType type) {
+        std::vector<size_t> at;
+        for (size_t i = 0; i < plan.size() && at.size() < 2; ++i)
+            if (plan[i].type == type) at.push_back(i);
+        REQUIRE(at.size() == 2);
+        std::swap(plan[at[0]], plan[at[1]]);
+    };
+    PipelineSetup setup = nb::make_pipeline_setup(nb::make_run_plan(tiny_run(data, "zb-h1", 2, 2)));
+    swap_first_two(setup.plans[0], ActionType::backward_weight);
+    CHECK_THROWS_WITH_AS(run_pipeline(setup), doctest::Contains("stage 0: W of microbatch 1 when 0 is next"),
+                         std::logic_error);
+    setup = nb::make_pipeline_setup(nb::make_run_plan(tiny_run(data, "zb-h1", 2, 2)));
+    move_first_to_front(setup.plans[1], ActionType::backward_weight);
+    CHECK_THROWS_WITH_AS(run_pipeline(setup), doctest::Contains("stage 1: W of microbatch 0 before its B"),
+                         std::logic_error);
+}
+
+// Under zb-h1 a microbatch's stash lives until its W: the last stage, which holds one microbatch from forward to
+// backward under 1f1b, holds two (the second's forward stash while the first's waits for its W), and reports so.
+TEST_CASE("stage runner: zb-h1's activation peak counts what W still holds") {
+    TempDir dir;
+    const std::string data = write_corpus(dir);
+    auto peaks = [&](const char* schedule) {
+        const PipelineSetup setup = nb::make_pipeline_setup(nb::make_run_plan(tiny_run(data, schedule, 2, 4)));
+        std::vector<double> out;
+        for (const auto& f : run_pipeline(setup).finals) out.push_back(f.act_peak_bytes);
+        return out;
+    };
+    const std::vector<double> fused = peaks("1f1b"), split = peaks("zb-h1");
+    REQUIRE(fused.size() == 2);
+    REQUIRE(split.size() == 2);
+    CHECK(split[1] > fused[1]);
+    CHECK(split[0] > 0);
 }
 
 TEST_CASE("stage runner: the fault injection and a non-finite loss are runtime errors naming the stage") {
