@@ -15,9 +15,13 @@ namespace nb {
 
 struct PipelineSetup {
     TrainOptions options;
-    ScheduleSpec spec;                 // kind, P = options.stages, m, T iterations
-    std::vector<StageSpec> cut;        // partition_model: what each stage holds
-    std::vector<StagePlan> plans;      // build_schedule: what each stage runs, in order (from first_iteration)
+    // With --virtual-stages V > 1 a "stage" here is a virtual stage, one of the P x V parts of the model (chunk c
+    // of rank r is stage c P + r): each has its own runner, state and plan, and the runtime above the transport
+    // sees P x V stages (src/run/mpi_driver.cpp runs a rank's V of them). With V = 1 a stage is a rank.
+    ScheduleSpec spec;                 // kind, P = options.stages, m, T iterations, V
+    std::vector<StageSpec> cut;        // partition_model: what each (virtual) stage holds
+    std::vector<StagePlan> plans;      // what each (virtual) stage runs, in order (from first_iteration)
+    std::vector<StagePlan> rank_plans; // build_schedule: what each rank runs, its chunks' actions merged
     std::vector<ParamLayout> layouts;  // per stage: its parameters, in canonical order
     // Iterations [first_iteration, end_iteration) run: a resumed run starts after its checkpoint's iteration,
     // and --exit-interval ends it early (a signal may end it earlier still: pipeline/stage/stop_vote.h).
@@ -31,7 +35,9 @@ struct PipelineSetup {
     // Parameter tensors per stage (what each contributes to a gather of per-parameter sums).
     std::vector<int64_t> param_tensor_counts() const;
 
-    int num_stages() const { return spec.stages; }
+    int num_stages() const { return spec.virtual_stage_count(); }  // P x V
+    int num_ranks() const { return spec.stages; }                  // P
+    int rank_of_stage(int stage) const { return stage % spec.stages; }
     // An iteration consumes m microbatches: one optimizer step (gpipe, 1f1b, 2bw) or m of them (pipedream).
     int64_t steps_per_iteration() const { return spec.microbatches / spec.microbatches_per_step(); }
     int64_t iteration_of_step(int64_t step) const { return step / steps_per_iteration(); }

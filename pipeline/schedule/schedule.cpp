@@ -267,6 +267,14 @@ int64_t max_versions_held(const std::vector<StagePlan>& plans, int stage) {
     return most;
 }
 
+std::vector<StagePlan> virtual_stage_plans(const std::vector<StagePlan>& rank_plans, int chunks_per_rank) {
+    const int p = static_cast<int>(rank_plans.size());
+    std::vector<StagePlan> plans(static_cast<size_t>(p * chunks_per_rank));
+    for (int r = 0; r < p; ++r)
+        for (const Action& a : rank_plans[r]) plans[static_cast<size_t>(a.chunk * p + r)].push_back(a);
+    return plans;
+}
+
 int64_t max_in_flight(const std::vector<StagePlan>& plans, int stage) {
     check_stage(plans, stage);
     int64_t in_flight = 0, most = 0;

@@ -108,6 +108,10 @@ using StagePlan = std::vector<Action>;
 // One ordered action list per stage (index = stage; with virtual stages, per rank). Validates the spec first.
 std::vector<StagePlan> build_schedule(const ScheduleSpec& spec);
 
+// Each virtual stage's own list, from the ranks' lists: chunk c of rank r is stage c p + r (p = the ranks). With
+// one chunk per rank, the lists themselves.
+std::vector<StagePlan> virtual_stage_plans(const std::vector<StagePlan>& rank_plans, int chunks_per_rank);
+
 // The most weight versions `stage` must hold at once: the newest version, plus every existing version that a
 // forward or backward still to come on that stage uses (stashed versions of microbatches in flight, and the
 // older buffer that 2bw forwards from). With virtual stages: per chunk, the most over the rank's chunks.

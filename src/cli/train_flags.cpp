@@ -73,6 +73,10 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
                    kClipScopes.choices_text() + "; default: global for gpipe/1f1b, stage for 2bw/pipedream");
     sub.add_option("--schedule", f.schedule, "Pipeline schedule: " + kScheduleKinds.choices_text())->capture_default_str();
     sub.add_option("--stages", o.stages, "Pipeline stages")->capture_default_str();
+    sub.add_option("--virtual-stages", o.virtual_stages,
+                   "Model chunks per stage (Megatron's virtual pipeline stages); with 1f1b and V > 1, interleaved "
+                   "1F1B: the model cut into P x V parts, chunk c of stage s holding part c P + s")
+        ->capture_default_str();
     sub.add_option("--seed", o.seed, "Seed for weights and data order")->capture_default_str();
     sub.add_option("--eval-interval", o.eval_interval, "Validate every N iterations (0: only at the end)")
         ->capture_default_str();

@@ -16,7 +16,7 @@ namespace nb {
 struct RunPlan {
     TrainOptions options;
     ScheduleSpec schedule;       // kind, P = options.stages, m, T iterations, the synchronous steps
-    std::vector<StageSpec> cut;  // what each stage holds (partition_model: balanced by parameters)
+    std::vector<StageSpec> cut;  // what each (virtual) stage holds: P x V parts (partition_model: by parameters)
 
     // An iteration consumes m microbatches: one optimizer step (gpipe, 1f1b, 2bw) or m of them (pipedream).
     int64_t optimizer_steps() const { return schedule.optimizer_steps(); }

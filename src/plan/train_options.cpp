@@ -22,4 +22,9 @@ std::string TrainOptions::describe_update_rule() const {
     return rule;
 }
 
+std::string TrainOptions::describe_stages() const {
+    if (virtual_stages == 1) return fmt::format("{} stages", stages);
+    return fmt::format("{} stages x {} chunks", stages, virtual_stages);
+}
+
 }  // namespace nb

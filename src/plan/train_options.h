@@ -78,6 +78,7 @@ struct TrainOptions {
     // --stages 1 is the plain single-process loop.
     ScheduleKind schedule = ScheduleKind::one_f_one_b;  // --schedule gpipe | 1f1b | 2bw | pipedream
     int stages = 1;                  // --stages P (in-process stages, or the MPI world size under mpirun)
+    int virtual_stages = 1;          // --virtual-stages V: model chunks per stage; 1f1b with V > 1 is interleaved
     ClipScope clip_scope = ClipScope::global;  // --clip-scope (default: clip_scope_of(schedule))
     bool stop_on_nan = true;         // --stop-on-nan: a non-finite loss ends the run with a runtime error
 
@@ -114,6 +115,8 @@ struct TrainOptions {
     // "--optimizer muon --delay-fix ef --sync-start 5": the update rule, for the runs' header lines (the delay
     // flags only where they are set).
     std::string describe_update_rule() const;
+    // "3 stages", or with --virtual-stages "2 stages x 2 chunks" (for the header lines).
+    std::string describe_stages() const;
 };
 
 }  // namespace nb

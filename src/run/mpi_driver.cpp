@@ -12,6 +12,7 @@
 #include "src/run/backend.h"
 #include "src/core/error.h"
 #include "src/cpu/cpu_threads.h"
+#include "pipeline/transport/chunk_transport.h"
 #include "pipeline/transport/mpi_transport.h"
 #ifdef NOBUBBLE_HAVE_CUDA
 #include "pipeline/transport/nccl_transport.h"
@@ -31,14 +32,28 @@ void one_cpu_thread_per_rank() {
     if (!std::getenv("OPENBLAS_NUM_THREADS")) cpu::set_thread_count(1);
 }
 
-// What a rank builds before the run, besides its backend and transport: its runner (which opens the data) and,
-// on rank 0, the collector of the reports (which opens --metrics) and the --save directory's lock, held for the
-// whole job.
+// What a rank builds before the run, besides its backend and transport: its runner (which opens the data), or
+// with --virtual-stages V > 1 one runner per chunk (chunk c is stage c P + rank) over its own ChunkTransport
+// (pipeline/transport/chunk_transport.h), and on rank 0 the collector of the reports (which opens --metrics) and
+// the --save directory's lock, held for the whole job.
 struct RankStage {
-    std::unique_ptr<StageRunner> runner;
+    std::unique_ptr<ChunkHub> hub;                             // V > 1 only
+    std::vector<std::unique_ptr<Transport>> chunk_transports;  // V > 1 only, by chunk
+    std::vector<std::unique_ptr<StageRunner>> runners;         // by chunk
     std::unique_ptr<ProgressCollector> collector;
     std::optional<SaveDirLock> save_lock;
+
+    bool done() const {
+        for (const auto& r : runners)
+            if (!r->done()) return false;
+        return !collector || collector->done();
+    }
 };
+
+// The transport of chunk c's stage: the rank's own, or with V > 1 the chunk's.
+Transport& transport_of(RankStage& rs, Transport& rank_transport, int chunk) {
+    return rs.chunk_transports.empty() ? rank_transport : *rs.chunk_transports[static_cast<size_t>(chunk)];
+}
 
 // Errors while setting up (a data file, the device) are usually every rank's alike. Agreeing on them before
 // anything runs lets one rank report them, the first that failed, and every rank exit cleanly with that rank's
@@ -115,12 +130,14 @@ StageClock::Clock::time_point common_origin() {
 RankStage set_up(const PipelineSetup& setup, const ResumePoint* resume, Transport& transport,
                  std::unique_ptr<Ops>& ops, std::FILE* log) {
     RankStage rs;
-    // Every rank's stage must fit before any rank allocates its own (pipeline/stage/stage_memory.h): a usage error.
+    const int rank = transport.stage(), chunks = setup.spec.virtual_stages;
+    // Every rank's stages must fit before any rank allocates its own (pipeline/stage/stage_memory.h): a usage error.
     set_up_step(transport, [&] {
         if (!ops) ops = make_ops(setup.options.device);
-        const int stage = transport.stage();
-        require_memory_fits(stage, 1, estimate_stage_memory(setup, stage, ops->activation_dtype()),
-                            ops->available_memory());
+        StageMemory need = estimate_stage_memory(setup, rank, ops->activation_dtype());
+        for (int c = 1; c < chunks; ++c)
+            need += estimate_stage_memory(setup, c * setup.num_ranks() + rank, ops->activation_dtype());
+        require_memory_fits(rank, 1, need, ops->available_memory());
     });
     // --save DIR: rank 0 claims it for the job (locked, room for a checkpoint of every stage) before any rank
     // runs a step; its error ends every rank alike, none waiting for another.
@@ -130,12 +147,21 @@ RankStage set_up(const PipelineSetup& setup, const ResumePoint* resume, Transpor
                 setup.options, [&] { return estimate_checkpoint_bytes(setup, ops->activation_dtype()); });
     });
     set_up_step(transport, [&] {
-        rs.runner = std::make_unique<StageRunner>(setup, transport.stage(), transport, *ops);
-        prepare_runner(*rs.runner, setup, resume);
-        if (transport.stage() == 0)
-            rs.collector = std::make_unique<ProgressCollector>(setup, transport, rs.runner->stop_vote(), log);
+        if (chunks > 1) {
+            rs.hub = std::make_unique<ChunkHub>(transport, chunks);
+            rs.chunk_transports = make_chunk_transports(*rs.hub);
+        }
+        for (int c = 0; c < chunks; ++c) {
+            Transport& t = transport_of(rs, transport, c);
+            rs.runners.push_back(std::make_unique<StageRunner>(setup, t.stage(), t, *ops));
+            prepare_runner(*rs.runners.back(), setup, resume);
+        }
+        if (rank == 0)
+            rs.collector = std::make_unique<ProgressCollector>(setup, transport_of(rs, transport, 0),
+                                                               rs.runners[0]->stop_vote(), log);
     });
-    rs.runner->start_clock(common_origin());
+    const auto origin = common_origin();
+    for (auto& r : rs.runners) r->start_clock(origin);
     return rs;
 }
 
@@ -178,20 +204,22 @@ std::unique_ptr<Transport> make_transport(const PipelineSetup& setup, std::uniqu
 }
 
 // The event loop of one rank: advance while possible, else wait for a message.
+// With several chunks the rank runs them round-robin, each as far as its own list lets it (the order of each
+// chunk's work is its plan's; which chunk goes first when several can is the messages' timing).
 std::optional<PipelineSummary> run_stage(const PipelineSetup& setup, Transport& transport, const Ops& ops,
                                          RankStage& rs, std::FILE* log) {
-    StageRunner& runner = *rs.runner;
     ProgressCollector* collector = rs.collector.get();
     const char* where = ops.device() == Device::cuda ? "over NCCL and MPI" : "over MPI";
-    if (collector) print_pipeline_header(log, setup, where, ops.device(), runner.train_windows());
+    if (collector) print_pipeline_header(log, setup, where, ops.device(), rs.runners[0]->train_windows());
     Watchdog watchdog(setup.options.watchdog_s);
-    while (!runner.done() || (collector && !collector->done())) {
-        bool moved = runner.try_advance();
+    while (!rs.done()) {
+        bool moved = false;
+        for (auto& runner : rs.runners) moved |= runner->try_advance();
         if (collector) moved |= collector->poll();
         if (moved)
             watchdog.progressed();
         else if (watchdog.idle())
-            end_by_watchdog(transport, watchdog, rank_waits_for(runner, collector), log);
+            end_by_watchdog(transport, watchdog, rank_waits_for(rs.runners, collector), log);
         else
             transport.wait_for_progress(watchdog.wait_limit());
     }

@@ -348,9 +348,9 @@ void print_pipeline_header(std::FILE* log, const PipelineSetup& setup, const cha
     int64_t params = 0;
     for (const ParamLayout& layout : setup.layouts) params += layout.trainable_numel();
     fmt::print(log,
-               "nobubble: --schedule {} on {} stages ({}) {}, model {} ({} parameters) on {}, {} train windows, "
+               "nobubble: --schedule {} on {} ({}) {}, model {} ({} parameters) on {}, {} train windows, "
                "{} tokens per iteration, {} optimizer steps, {}\n",
-               schedule_kind_name(o.schedule), setup.num_stages(), describe_cut(setup.cut), where, o.model.preset, params,
+               schedule_kind_name(o.schedule), o.describe_stages(), describe_cut(setup.cut), where, o.model.preset, params,
                device_name(device), train_windows, o.tokens_per_iter(), setup.spec.optimizer_steps(),
                o.describe_update_rule());
     std::fflush(log);

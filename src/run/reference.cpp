@@ -78,9 +78,12 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // One pipeline stage (pipeline/stage/stage_state.h). The versions it computes with live in the WeightHistory.
 using Stage = StageState;
 
-std::vector<std::unique_ptr<Stage>> make_stages(const TrainOptions& o, Device device) {
+// The plan's cut: P parts, or P x V with --virtual-stages (the synchronous rule does not depend on the cut; the
+// checkpoint files do, one per part, as train's).
+std::vector<std::unique_ptr<Stage>> make_stages(const TrainOptions& o, const std::vector<StageSpec>& cut,
+                                                Device device) {
     std::vector<std::unique_ptr<Stage>> stages;
-    for (const StageSpec& spec : partition_model(o.model, o.stages))
+    for (const StageSpec& spec : cut)
         stages.push_back(std::make_unique<Stage>(o, spec, device));
     return stages;
 }
@@ -172,13 +175,13 @@ struct StepResult {
 
 class ReferenceRun {
 public:
-    ReferenceRun(const TrainOptions& o, Ops& ops)
+    ReferenceRun(const TrainOptions& o, const std::vector<StageSpec>& cut, Ops& ops)
         : o_(o),
           ops_(ops),
           schedule_(oracle_schedule(o.schedule)),
           sync_{o.sync_start, o.sync_cooldown, optimizer_steps(schedule_, o.train_iters, o.num_microbatches)},
-          stages_(make_stages(o, ops.device())),
-          history_(o.stages),
+          stages_(make_stages(o, cut, ops.device())),
+          history_(static_cast<int>(cut.size())),
           lr_(o.lr, sync_.total),
           reader_(o) {
         for (int s = 0; s < num_stages(); ++s) history_.add(s, 0, compute_snapshot(ops_, stage(s).model.layout(), stage(s).master));
@@ -321,21 +324,21 @@ ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
     RunLog run_log(o, log);
     std::unique_ptr<Ops> backend = make_ops(o.device);
     // Before a stage allocates: a model that cannot fit is one line (pipeline/stage/stage_memory.h; a floor here).
-    const std::vector<StageSpec> cut = partition_model(o.model, o.stages);
-    require_memory_fits(0, o.stages, estimate_cut_memory(o, cut, backend->activation_dtype()),
+    const std::vector<StageSpec>& cut = plan.cut;
+    require_memory_fits(0, static_cast<int>(cut.size()), estimate_cut_memory(o, cut, backend->activation_dtype()),
                         backend->available_memory());
     // --save DIR: this process's for the whole run, with room for a checkpoint (a floor: one weight version per
     // stage), or one line before any step.
     const std::optional<SaveDirLock> save_lock =
         claim_save_dir(o, [&] { return estimate_checkpoint_bytes(o, cut, backend->activation_dtype()); });
-    ReferenceRun run(o, *backend);
+    ReferenceRun run(o, cut, *backend);
 
     int64_t params = 0;
     for (const auto& st : run.stages()) params += st->model.layout().trainable_numel();
     const int64_t steps = optimizer_steps(oracle_schedule(o.schedule), o.train_iters, o.num_microbatches);
-    fmt::print(log, "nobubble reference: --schedule {} on {} stages ({}), model {} ({} parameters) on {}, "
+    fmt::print(log, "nobubble reference: --schedule {} on {} ({}), model {} ({} parameters) on {}, "
                "{} train windows, {} tokens per iteration, {} optimizer steps, {}\n",
-               schedule_kind_name(o.schedule), o.stages, describe_cut(run.stages()), o.model.preset, params,
+               schedule_kind_name(o.schedule), o.describe_stages(), describe_cut(run.stages()), o.model.preset, params,
                device_name(backend->device()), data->train->num_windows(), o.tokens_per_iter(), steps,
                o.describe_update_rule());
 
@@ -345,7 +348,7 @@ ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
         run.restore(resume);
         data->train->seek(resume.saved.data);
         first = resume.saved.step;
-        print_resumed(resume, o.stages, log);
+        print_resumed(resume, static_cast<int>(cut.size()), log);
     }
     const int64_t end = end_iteration(o, first);
     for (int64_t t = first; t < end; ++t) {

@@ -29,9 +29,16 @@ std::chrono::milliseconds Watchdog::wait_limit() const {
         static_cast<int64_t>(std::clamp(left_ms, 0.0, static_cast<double>(kLongestWait.count()))));
 }
 
-std::string rank_waits_for(const StageRunner& runner, const ProgressCollector* collector) {
-    if (!runner.done() || !collector) return runner.next_task();
-    return fmt::format("{} (stage 0's progress collector)", collector->waiting_for());
+std::string rank_waits_for(const std::vector<std::unique_ptr<StageRunner>>& runners,
+                           const ProgressCollector* collector) {
+    std::vector<std::string> waits;
+    for (const auto& r : runners)
+        if (!r->done())
+            waits.push_back(runners.size() > 1 ? fmt::format("stage {}: {}", r->stage(), r->next_task())
+                                               : r->next_task());
+    if (waits.empty() && collector) return fmt::format("{} (stage 0's progress collector)", collector->waiting_for());
+    if (waits.empty()) return "done";
+    return fmt::format("{}", fmt::join(waits, "; "));
 }
 
 std::string watchdog_message(int rank, double limit_s, const std::string& waits_for) {

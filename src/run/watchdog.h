@@ -15,6 +15,8 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
+#include <vector>
 #include <string>
 
 #include "pipeline/stage/stage_runner.h"
@@ -49,9 +51,11 @@ private:
     Clock::time_point last_look_;
 };
 
-// What this rank waits for: its runner's next task, or once the runner is done, what stage 0's progress
-// collector (`collector`, null on the other ranks) still waits for.
-std::string rank_waits_for(const StageRunner& runner, const ProgressCollector* collector);
+// What this rank waits for: its runner's next task (with several chunks, each unfinished one's, named by its
+// stage), or once they are done, what stage 0's progress collector (`collector`, null on the other ranks) still
+// waits for.
+std::string rank_waits_for(const std::vector<std::unique_ptr<StageRunner>>& runners,
+                           const ProgressCollector* collector);
 
 // "watchdog: rank 2 (stage 2) made no progress for 3 s; it waits for recv_activation mb 6 from stage 1"
 std::string watchdog_message(int rank, double limit_s, const std::string& waits_for);
