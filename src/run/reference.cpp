@@ -75,10 +75,11 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // One pipeline stage (pipeline/stage/stage_state.h). The versions it computes with live in the WeightHistory.
 using Stage = StageState;
 
-std::vector<std::unique_ptr<Stage>> make_stages(const TrainOptions& o, Device device) {
+// The plan's cut (src/plan/pipeline_cut.h), the one `train` runs with.
+std::vector<std::unique_ptr<Stage>> make_stages(const TrainOptions& o, const std::vector<StageSpec>& cut,
+                                                Device device) {
     std::vector<std::unique_ptr<Stage>> stages;
-    for (const StageSpec& spec : partition_model(o.model, o.stages))
-        stages.push_back(std::make_unique<Stage>(o, spec, device));
+    for (const StageSpec& spec : cut) stages.push_back(std::make_unique<Stage>(o, spec, device));
     return stages;
 }
 
@@ -169,12 +170,12 @@ struct StepResult {
 
 class ReferenceRun {
 public:
-    ReferenceRun(const TrainOptions& o, Ops& ops)
+    ReferenceRun(const TrainOptions& o, const std::vector<StageSpec>& cut, Ops& ops)
         : o_(o),
           ops_(ops),
           schedule_(oracle_schedule(o.schedule)),
           sync_{o.sync_start, o.sync_cooldown, optimizer_steps(schedule_, o.train_iters, o.num_microbatches)},
-          stages_(make_stages(o, ops.device())),
+          stages_(make_stages(o, cut, ops.device())),
           history_(o.stages),
           lr_(o.lr, sync_.total),
           reader_(o) {
@@ -318,14 +319,14 @@ ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
     RunLog run_log(o, log);
     std::unique_ptr<Ops> backend = make_ops(o.device);
     // Before a stage allocates: a model that cannot fit is one line (pipeline/stage/stage_memory.h; a floor here).
-    const std::vector<StageSpec> cut = partition_model(o.model, o.stages);
+    const std::vector<StageSpec>& cut = plan.cut;
     require_memory_fits(0, o.stages, estimate_cut_memory(o, cut, backend->activation_dtype()),
                         backend->available_memory());
     // --save DIR: this process's for the whole run, with room for a checkpoint (a floor: one weight version per
     // stage), or one line before any step.
     const std::optional<SaveDirLock> save_lock =
         claim_save_dir(o, [&] { return estimate_checkpoint_bytes(o, cut, backend->activation_dtype()); });
-    ReferenceRun run(o, *backend);
+    ReferenceRun run(o, cut, *backend);
 
     int64_t params = 0;
     for (const auto& st : run.stages()) params += st->model.layout().trainable_numel();
