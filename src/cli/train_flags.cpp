@@ -73,6 +73,7 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
                    kClipScopes.choices_text() + "; default: global for gpipe/1f1b, stage for 2bw/pipedream");
     sub.add_option("--schedule", f.schedule, "Pipeline schedule: " + kScheduleKinds.choices_text())->capture_default_str();
     sub.add_option("--stages", o.stages, "Pipeline stages")->capture_default_str();
+    add_cut_flags(sub, f.cut);
     sub.add_option("--seed", o.seed, "Seed for weights and data order")->capture_default_str();
     sub.add_option("--eval-interval", o.eval_interval, "Validate every N iterations (0: only at the end)")
         ->capture_default_str();
@@ -130,6 +131,7 @@ TrainOptions resolve_train_flags(const TrainFlags& f) {
     o.lr.decay_style = parse_lr_decay_style(f.lr_decay_style);
     o.delay_fix.kind = parse_delay_fix_kind(f.delay_fix);
     o.kill_during = parse_kill_point(f.kill_during);
+    resolve_cut_flags(f.cut, o);
     return o;
 }
 
