@@ -339,7 +339,7 @@ ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
 
     int64_t first = 0;
     if (!o.load_path.empty()) {
-        const ResumePoint resume = read_resume_point(o);
+        const ResumePoint resume = read_resume_point(o, cut);
         run.restore(resume);
         data->train->seek(resume.saved.data);
         first = resume.saved.step;
