@@ -33,6 +33,7 @@
 #include "src/run/backend.h"
 #include "pipeline/schedule/schedule.h"
 #include "pipeline/schedule/simulate.h"
+#include "src/run/cut_memory.h"
 #include "src/run/pipeline_driver.h"
 #include "src/core/rng.h"
 
@@ -51,6 +52,7 @@ struct BenchSchedulesFlags {
     int64_t warmup_iters = 2;
     int stages = 2;  // in one process; under mpirun the number of ranks
     std::vector<std::string> schedules = {"gpipe", "1f1b", "zb-h1", "2bw", "pipedream"};
+    CutFlags cut;  // --pipeline-cut, --pipeline-layout
     double lr = 1e-3;
     uint64_t seed = 1234;
     std::string out;
@@ -121,7 +123,8 @@ RunPlan plan_for(const BenchSchedulesFlags& f, ScheduleKind schedule, const std:
         o.micro_batch_size = f.micro_batch_size * f.num_microbatches;
         o.num_microbatches = 1;
     }
-    return make_run_plan(o);
+    resolve_cut_flags(f.cut, o);
+    return make_run_plan(o, run_memory_fits(o));
 }
 
 // The timed iterations' figures from stage 0's summary.
@@ -299,6 +302,7 @@ Command add_bench_schedules_command(CLI::App& bench) {
     sub->add_option("--warmup-iters", f->warmup_iters, "First iterations run but not timed")->capture_default_str();
     sub->add_option("--stages", f->stages, "Pipeline stages in one process (under mpirun: the number of ranks)")
         ->capture_default_str();
+    add_cut_flags(*sub, f->cut);
     sub->add_option("--schedules", f->schedules, "Schedules to run, in order")->delimiter(',')->capture_default_str();
     sub->add_option("--lr", f->lr, "Learning rate (constant)")->capture_default_str();
     sub->add_option("--seed", f->seed, "Seed for weights, data order and the synthetic corpus")->capture_default_str();

@@ -4,6 +4,7 @@
 
 #include "cuda/attention_cudnn.h"
 #include "model/config.h"
+#include "model/partition.h"
 #include "optim/delay_fix.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_registry.h"
@@ -38,6 +39,7 @@ const std::vector<ChoiceList>& choice_lists() {
         {"delay-fixes", table_names<kDelayFixKinds>},
         {"lr-decay-styles", table_names<kLrDecayStyles>},
         {"clip-scopes", table_names<kClipScopes>},
+        {"pipeline-cuts", table_names<kPipelineCuts>},
         {"devices", table_names<kDevices>},
         {"models", model_preset_names},
         {"kill-points", table_names<kKillPoints>},

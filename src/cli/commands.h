@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "model/config.h"
+#include "src/plan/train_options.h"
 
 namespace nb::cli {
 
@@ -27,6 +28,17 @@ struct ModelFlags {
 };
 void add_model_flags(CLI::App& app, ModelFlags& flags);
 ModelConfig resolve_model(const ModelFlags& flags);  // preset + overrides, validated
+
+// The stage cut's flags, shared by train, reference, info and bench schedules: --pipeline-cut and
+// --pipeline-layout (model/partition.h), as typed.
+struct CutFlags {
+    std::string cut = "cost";
+    std::string layout;
+    bool layout_given = false;
+};
+void add_cut_flags(CLI::App& app, CutFlags& flags);
+// The names parsed (UsageError naming the flag), into the options' pipeline_cut and pipeline_layout.
+void resolve_cut_flags(const CutFlags& flags, TrainOptions& options);
 
 // The shape of a training-step benchmark (bench ops, bench gpu): a square reference GEMM of gemm_size, then the best
 // of `steps` training steps of micro_batch_size x seq_length tokens. Each benchmark gives its own defaults.

@@ -1,6 +1,10 @@
 // `nobubble info`: the model's parameters (total and, for MoE, active per token), its FLOPs per token, and the
-// per-stage plan for P stages: blocks, shares of parameters and of active FLOPs, memory as `train` checks it,
+// per-stage plan for P stages: the cut `train` would make (--pipeline-cut, --pipeline-layout) and what bound each
+// stage (cost or memory), blocks, shares of parameters and of active forward + backward FLOPs (the FLOP model's
+// estimate of each stage's time) with the slowest stage against the mean, memory as `train` checks it,
 // optimizer state per optimizer, and per schedule the weight versions and microbatches in flight it holds.
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -13,7 +17,9 @@
 #include "pipeline/stage/stage_memory.h"
 #include "src/core/byte_size.h"
 #include "src/core/error.h"
+#include "src/plan/pipeline_cut.h"
 #include "src/plan/schedule_spec.h"
+#include "src/run/cut_memory.h"
 
 namespace nb::cli {
 
@@ -21,6 +27,7 @@ namespace {
 
 struct InfoFlags {
     ModelFlags model;
+    CutFlags cut;
     int stages = 1;
     int64_t micro_batch_size = 8;
     int64_t seq_length = 256;
@@ -53,13 +60,17 @@ std::string format_flops(double flops) {
 
 std::string percent(double part, double whole) { return fmt::format("{:.1f}%", whole > 0 ? 100 * part / whole : 0.0); }
 
-// The options `train` would run with for this plan: the model and batch shape, AdamW, the CPU's f32.
+// The options `train` would run with for this plan: the model and batch shape, the stages and their cut, 1f1b,
+// AdamW, the CPU's f32, iterations enough for every schedule's steady state.
 TrainOptions plan_options(const ModelConfig& c, const InfoFlags& f) {
     TrainOptions o;
     o.model = c;
     o.micro_batch_size = f.micro_batch_size;
     o.seq_length = f.seq_length;
     o.num_microbatches = f.num_microbatches;
+    o.stages = f.stages;
+    o.train_iters = plan_iterations(f.stages, f.num_microbatches);
+    resolve_cut_flags(f.cut, o);
     return o;
 }
 
@@ -103,25 +114,50 @@ void print_model(const ModelConfig& c, int64_t seq_length) {
                seq_length, format_flops(flops.forward), format_flops(flops.training()), mlp);
 }
 
-void print_stages(const ModelConfig& c, const InfoFlags& f, const std::vector<StageSpec>& specs) {
+// Per stage: what decided its blocks (cost, memory, params, layout), its blocks, its shares of the parameters and of
+// the forward + backward FLOPs (the estimated time), and its memory.
+void print_stages(const ModelConfig& c, const InfoFlags& f, const StageCut& cut) {
     const TrainOptions o = plan_options(c, f);
     const StageSpec whole = whole_model_spec(c);
     const double total_params = static_cast<double>(stage_param_count(c, whole));
-    const double total_flops = stage_flops_per_token(c, whole, f.seq_length).forward;
-    fmt::print("  {:>5}  {:<26} {:>14} {:>7} {:>7}  {:>10}  {:>10}  {:>11}  {:>10}  {:>10}\n", "stage", "layers",
-               "parameters", "params", "FLOPs", "weights", "gradients", "AdamW state", "act/mb", "total");
-    for (size_t s = 0; s < specs.size(); ++s) {
-        const StageSpec& sp = specs[s];
+    const double total_flops = stage_flops_per_token(c, whole, f.seq_length).training();
+    fmt::print("  {:>5}  {:<6}  {:<26} {:>14} {:>7} {:>7}  {:>10}  {:>10}  {:>11}  {:>10}  {:>10}\n", "stage", "bound",
+               "layers", "parameters", "params", "FLOPs", "weights", "gradients", "AdamW state", "act/mb", "total");
+    for (size_t s = 0; s < cut.stages.size(); ++s) {
+        const StageSpec& sp = cut.stages[s];
         std::string layers = fmt::format("{}blocks {}-{}{}", sp.has_embedding ? "embed + " : "", sp.first_block,
                                          sp.end_block - 1, sp.has_head ? " + head" : "");
         const StageMemory m = estimate_cut_memory(o, {sp}, DType::f32);
         const int64_t params = stage_param_count(c, sp);
-        fmt::print("  {:>5}  {:<26} {:>14} {:>7} {:>7}  {:>10}  {:>10}  {:>11}  {:>10}  {:>10}\n", s, layers,
-                   with_commas(params), percent(static_cast<double>(params), total_params),
-                   percent(stage_flops_per_token(c, sp, f.seq_length).forward, total_flops),
+        fmt::print("  {:>5}  {:<6}  {:<26} {:>14} {:>7} {:>7}  {:>10}  {:>10}  {:>11}  {:>10}  {:>10}\n", s,
+                   stage_bound_name(cut.bounds[s]), layers, with_commas(params),
+                   percent(static_cast<double>(params), total_params),
+                   percent(stage_flops_per_token(c, sp, f.seq_length).training(), total_flops),
                    format_bytes(m.weights_bytes), format_bytes(m.gradients_bytes), format_bytes(m.optimizer_bytes),
                    format_bytes(m.activations_bytes), format_bytes(m.total_bytes()));
     }
+}
+
+// "cost (...)": how the plan was cut, and the slowest stage against the mean, the pipeline's estimated balance.
+void print_cut(const ModelConfig& c, const InfoFlags& f, const StageCut& cut) {
+    const TrainOptions o = plan_options(c, f);
+    std::string how;
+    if (!o.pipeline_layout.empty()) how = describe_cut_choice(o);
+    else if (o.pipeline_cut == PipelineCut::params) how = "params (the largest stage's parameters as few as can be)";
+    else
+        how = "cost (the slowest stage's forward + backward FLOPs as few as can be, by the FLOP model above, not a "
+              "measured profile; each stage within the memory `train` checks, under 1f1b and AdamW on this host)";
+    fmt::print("pipeline plan: {} stage(s), cut by {}\n", f.stages, how);
+    if (!cut.fits_memory)
+        fmt::print("  no cut fits every stage's memory: this is the cost-optimal one, which `train` refuses\n");
+    double slowest = 0, sum = 0;
+    for (const StageSpec& sp : cut.stages) {
+        const double flops = stage_flops_per_token(c, sp, f.seq_length).training();
+        slowest = std::max(slowest, flops);
+        sum += flops;
+    }
+    fmt::print("  slowest stage: {} of the forward + backward FLOPs, {:.3f} x the mean (1: even)\n",
+               percent(slowest, sum), slowest / (sum / static_cast<double>(cut.stages.size())));
 }
 
 void print_optimizer_state(const ModelConfig& c, const std::vector<StageSpec>& specs) {
@@ -181,18 +217,21 @@ void print_schedules(const ModelConfig& c, const InfoFlags& f, const std::vector
 int print_info(const InfoFlags& f) {
     const ModelConfig c = resolve_model(f.model);
     check_stage_count(f.stages);
-    const auto specs = partition_model(c, f.stages);
     if (f.micro_batch_size < 1 || f.seq_length < 1 || f.num_microbatches < 1)
         throw UsageError(fmt::format("--micro-batch-size, --seq-length and --num-microbatches must be positive, got "
                                      "{}, {} and {}", f.micro_batch_size, f.seq_length, f.num_microbatches));
+    const TrainOptions o = plan_options(c, f);
+    // The cut `train` would make (src/plan/pipeline_cut.h), its memory bound the CPU's: this host's MemAvailable.
+    const StageCut cut = choose_pipeline_cut(o, run_memory_fits(o));
+    const std::vector<StageSpec>& specs = cut.stages;
     print_model(c, f.seq_length);
-    fmt::print("pipeline plan: {} stage(s), cut by parameters; memory per stage as `train` checks it before it "
-               "allocates: f32, AdamW, one weight version, one microbatch of {} x {} tokens\n", f.stages,
-               f.micro_batch_size, f.seq_length);
+    print_cut(c, f, cut);
+    fmt::print("  memory per stage as `train` checks it before it allocates: f32, AdamW, one weight version, one "
+               "microbatch of {} x {} tokens\n", f.micro_batch_size, f.seq_length);
     fmt::print("  (a schedule adds its weight versions and microbatches in flight, below; CUDA a bf16 copy of the "
                "weights and bf16 activations)\n");
     fmt::print("  optimizer state per parameter: {}\n", state_per_parameter(c));
-    print_stages(c, f, specs);
+    print_stages(c, f, cut);
     print_optimizer_state(c, specs);
     print_schedules(c, f, specs);
     return 0;
@@ -205,6 +244,7 @@ Command add_info_command(CLI::App& app) {
     auto flags = std::make_shared<InfoFlags>();
     add_model_flags(*sub, flags->model);
     sub->add_option("--stages", flags->stages, "Pipeline stages to plan for")->capture_default_str();
+    add_cut_flags(*sub, flags->cut);
     sub->add_option("--micro-batch-size", flags->micro_batch_size, "Sequences per microbatch (activation memory)")
         ->capture_default_str();
     sub->add_option("--seq-length", flags->seq_length, "Tokens per sequence (activation memory, attention FLOPs)")

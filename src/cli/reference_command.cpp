@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "src/run/checkpoint.h"
+#include "src/run/cut_memory.h"
 #include "src/run/reference.h"
 #include "src/cli/train_flags.h"
 
@@ -16,7 +17,9 @@ Command add_reference_command(CLI::App& app) {
     add_train_flags(*sub, *flags);
     return {sub, [flags] {
                 const TrainOptions options = resolve_train_flags(*flags);
-                const reference::ReferenceSummary s = reference::run_reference(make_run_plan(options), stdout);
+                // The cut train would run with: the same options, the same memory bound.
+                const reference::ReferenceSummary s =
+                    reference::run_reference(make_run_plan(options, run_memory_fits(options)), stdout);
                 print_final_lines(stdout, {s.run, s.peak_versions, s.optimizer_sha256});
                 return 0;
             }};

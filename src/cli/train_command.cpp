@@ -5,6 +5,7 @@
 // each rank is one stage, and --stages defaults to the number of ranks.
 #include "src/core/mpi_env.h"
 #include "src/run/checkpoint.h"
+#include "src/run/cut_memory.h"
 #include "src/run/pipeline_driver.h"
 #include "src/cli/train_flags.h"
 
@@ -19,7 +20,8 @@ Command add_train_command(CLI::App& app) {
                 TrainOptions o = resolve_train_flags(*flags);
                 const int world = mpi_world_size();
                 if (world > 1 && sub->count("--stages") == 0) o.stages = world;
-                const RunPlan plan = make_run_plan(o);  // every rank alike: a bad one is the same UsageError
+                // Every rank alike: a bad one is the same UsageError; the cut's memory bound is every rank's least.
+                const RunPlan plan = make_run_plan(o, run_memory_fits(o));
                 if (!needs_pipeline(plan, world)) {
                     print_final_lines(stdout, {.run = run_training(plan, stdout)});
                     return 0;

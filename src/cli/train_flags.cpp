@@ -77,6 +77,7 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
                    "Model chunks per stage (Megatron's virtual pipeline stages); with 1f1b and V > 1, interleaved "
                    "1F1B: the model cut into P x V parts, chunk c of stage s holding part c P + s")
         ->capture_default_str();
+    add_cut_flags(sub, f.cut);
     sub.add_option("--seed", o.seed, "Seed for weights and data order")->capture_default_str();
     sub.add_option("--eval-interval", o.eval_interval, "Validate every N iterations (0: only at the end)")
         ->capture_default_str();
@@ -134,6 +135,7 @@ TrainOptions resolve_train_flags(const TrainFlags& f) {
     o.lr.decay_style = parse_lr_decay_style(f.lr_decay_style);
     o.delay_fix.kind = parse_delay_fix_kind(f.delay_fix);
     o.kill_during = parse_kill_point(f.kill_during);
+    resolve_cut_flags(f.cut, o);
     return o;
 }
 

@@ -19,6 +19,7 @@ struct TrainFlags {
     std::string lr_decay_style = "cosine";
     std::string delay_fix = "none";
     std::string kill_during = "forward";  // test-only
+    CutFlags cut;            // --pipeline-cut, --pipeline-layout
     bool lr_given = false;   // --lr has no default: a run without it is a usage error
     TrainOptions options;
 };

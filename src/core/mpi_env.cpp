@@ -61,6 +61,13 @@ int mpi_world_rank() {
     return rank;
 }
 
+long long mpi_min_over_ranks(long long value) {
+    if (!session_initialized) return value;
+    long long least = value;
+    MPI_Allreduce(&value, &least, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+    return least;
+}
+
 }  // namespace nb
 
 #else  // built without MPI: one process, rank 0 of 1
@@ -73,6 +80,7 @@ bool mpi_initialized() { return false; }
 bool mpi_threads_serialized() { return false; }
 int mpi_world_size() { return 1; }
 int mpi_world_rank() { return 0; }
+long long mpi_min_over_ranks(long long value) { return value; }
 
 }  // namespace nb
 

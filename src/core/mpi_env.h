@@ -23,5 +23,8 @@ bool mpi_initialized();  // false without MPI, or when this process was not star
 bool mpi_threads_serialized();  // MPI granted MPI_THREAD_SERIALIZED (threads may call it, one at a time)
 int mpi_world_size();    // 1 when MPI is not initialised
 int mpi_world_rank();    // 0 when MPI is not initialised
+// The least of `value` over every rank (MPI_Allreduce, MPI_MIN): each rank must call it at the same point;
+// `value` itself when MPI is not initialised.
+long long mpi_min_over_ranks(long long value);
 
 }  // namespace nb

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "model/partition.h"
 #include "src/core/error.h"
+#include "src/plan/pipeline_cut.h"
 
 namespace nb {
 
@@ -103,7 +103,7 @@ void check_watchdog(const TrainOptions& o) {
 
 }  // namespace
 
-RunPlan make_run_plan(const TrainOptions& o) {
+RunPlan make_run_plan(const TrainOptions& o, const StageFits& fits) {
     RunPlan plan{o,
                  {o.schedule, o.stages, o.num_microbatches, o.train_iters, o.sync_start, o.sync_cooldown,
                   o.virtual_stages},
@@ -111,12 +111,12 @@ RunPlan make_run_plan(const TrainOptions& o) {
     const bool counts_ok = o.train_iters > 0 && o.num_microbatches > 0;
     check_each_flag(o, counts_ok ? plan.optimizer_steps() : o.train_iters);
     plan.schedule.validate();  // --stages >= 1; 2bw with m < P; the synchronous steps' counts
-    plan.cut = partition_model(o.model, plan.schedule.virtual_stage_count());  // more parts than layers
     check_clip_scope_and_ties(o);
     check_delay_mitigations(o);
     check_checkpoint_flags(o);
     check_fault_flags(o);
     check_watchdog(o);
+    plan.cut = choose_pipeline_cut(o, fits).stages;  // more stages than layers; a layout that does not match
     return plan;
 }
 

@@ -16,7 +16,7 @@ namespace nb {
 struct RunPlan {
     TrainOptions options;
     ScheduleSpec schedule;       // kind, P = options.stages, m, T iterations, the synchronous steps
-    std::vector<StageSpec> cut;  // what each (virtual) stage holds: P x V parts (partition_model: by parameters)
+    std::vector<StageSpec> cut;  // what each (virtual) stage holds: P x V parts (choose_pipeline_cut: src/plan/pipeline_cut.h)
 
     // An iteration consumes m microbatches: one optimizer step (gpipe, 1f1b, 2bw) or m of them (pipedream).
     int64_t optimizer_steps() const { return schedule.optimizer_steps(); }
@@ -25,11 +25,12 @@ struct RunPlan {
 // The plan of `options`, or the first rule it breaks as a UsageError (one line naming the flag), checked in this
 // order: each flag's own range (the model's shape, --data, the sizes and counts, the LR schedule counted in
 // optimizer steps, which pipedream makes m per iteration, the optimizer's hyperparameters, --taylor-lambda);
-// --stages in [1, layers]; the schedule's size (2bw needs m >= P; --sync-start/--sync-cooldown >= 0 and together
-// at most the optimizer steps); a --clip-scope that fits the schedule and no tied embeddings across stages; the
-// mitigations (--delay-fix ef/taylor with 2bw only, --sync-start/--sync-cooldown with 2bw or pipedream only);
-// the test-only fault flags.
-RunPlan make_run_plan(const TrainOptions& options);
+// --stages >= 1; the schedule's size (2bw needs m >= P; --sync-start/--sync-cooldown >= 0 and together at most the
+// optimizer steps); a --clip-scope that fits the schedule and no tied embeddings across stages; the mitigations
+// (--delay-fix ef/taylor with 2bw only, --sync-start/--sync-cooldown with 2bw or pipedream only); the test-only
+// fault flags; last the cut (choose_pipeline_cut, its stages within `fits`: --stages at most the layers, a
+// --pipeline-layout that matches), so that a bad flag is said before the cut asks what memory there is.
+RunPlan make_run_plan(const TrainOptions& options, const StageFits& fits = {});
 
 // Checkpoints and stops, counted in iterations (the t of DIR/step_<t>; docs/DESIGN.md section 8), the one rule every
 // loop follows:

@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/config.h"
+#include "model/partition.h"
 #include "src/core/name_table.h"
 #include "src/core/tensor.h"
 #include "optim/delay_fix.h"
@@ -79,6 +81,10 @@ struct TrainOptions {
     ScheduleKind schedule = ScheduleKind::one_f_one_b;  // --schedule gpipe | 1f1b | 2bw | pipedream
     int stages = 1;                  // --stages P (in-process stages, or the MPI world size under mpirun)
     int virtual_stages = 1;          // --virtual-stages V: model chunks per stage; 1f1b with V > 1 is interleaved
+    // The stage cut (model/partition.h, chosen by src/plan/pipeline_cut.h): --pipeline-cut cost | params, or
+    // --pipeline-layout's blocks per stage (empty: not given), which overrides it.
+    PipelineCut pipeline_cut = PipelineCut::cost;
+    std::vector<int64_t> pipeline_layout;
     ClipScope clip_scope = ClipScope::global;  // --clip-scope (default: clip_scope_of(schedule))
     bool stop_on_nan = true;         // --stop-on-nan: a non-finite loss ends the run with a runtime error
 

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "model/partition.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_registry.h"
 #include "src/core/error.h"
@@ -126,13 +127,22 @@ SavedRun read_saved_run(const LoadedCheckpoint& c, const std::string& source) {
     return saved;
 }
 
-// pipedream's stage s holds p - s versions: its state has no meaning for another p.
-void check_stage_count(const TrainOptions& options, const SavedRun& saved, const std::string& source) {
+// pipedream's stage s holds p - s versions: its state has no meaning for another p, nor for a block that the
+// run's cut puts on another stage.
+void check_stage_count(const TrainOptions& options, const SavedRun& saved, const std::vector<StageSpec>& cut,
+                       const std::string& source) {
+    if (options.schedule != ScheduleKind::pipedream) return;
     const auto stages = static_cast<size_t>(options.stages);
-    if (saved.cut.size() != stages && options.schedule == ScheduleKind::pipedream)
+    if (saved.cut.size() != stages)
         throw RuntimeError(fmt::format("'{}': field 'stages' is {} there, {} in this run: pipedream's weight stash "
                                        "depends on the stage, so its checkpoint loads only into {} stages",
                                        source, saved.cut.size(), stages, saved.cut.size()));
+    if (pipeline_layout_of(saved.cut) != pipeline_layout_of(cut))
+        throw RuntimeError(fmt::format("'{}': field 'cut' is {} there, {} in this run: pipedream's weight stash "
+                                       "depends on the stage, so its checkpoint loads only into the same cut "
+                                       "(--pipeline-layout {})",
+                                       source, describe_cut(saved.cut), describe_cut(cut),
+                                       pipeline_layout_of(saved.cut)));
 }
 
 bool overlaps(const StageSpec& a, const StageSpec& b) {
@@ -158,14 +168,14 @@ void complete_checkpoint(const TrainOptions& options, const std::string& step_di
     std::fflush(log);
 }
 
-ResumePoint read_resume_point(const TrainOptions& options) {
+ResumePoint read_resume_point(const TrainOptions& options, const std::vector<StageSpec>& cut) {
     const std::set<std::string> none;
     const LoadedCheckpoint c = read_checkpoint(find_checkpoint(options.load_path), &none);
     const std::string source = c.step_dir + "/manifest.json";
     const auto& run = c.run.object(source, "run");
     check_identity(json_field(run, "identity", source).object(source, "identity"), options, source);
     ResumePoint r{c.step_dir, read_saved_run(c, source)};
-    check_stage_count(options, r.saved, source);
+    check_stage_count(options, r.saved, cut, source);
     if (r.saved.step < 0 || r.saved.step > options.train_iters)
         throw RuntimeError(fmt::format("'{}': field 'step' is {}, outside this run's {} iterations", source,
                                        r.saved.step, options.train_iters));
@@ -206,7 +216,7 @@ void save_one_stage(const TrainOptions& options, int64_t step, StageState& stage
 }
 
 ResumePoint load_one_stage(const TrainOptions& options, StageState& stage, std::FILE* log) {
-    ResumePoint resume = read_resume_point(options);
+    ResumePoint resume = read_resume_point(options, {stage.model.spec()});
     const StageFiles files = read_stage_files(resume, stage.model.spec());
     restore_stage_state(stage, files.by_name, files.steps_taken, files.source);
     print_resumed(resume, 1, log);

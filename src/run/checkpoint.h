@@ -61,13 +61,14 @@ std::optional<SaveDirLock> claim_save_dir(const TrainOptions& options,
 void complete_checkpoint(const TrainOptions& options, const std::string& step_dir, const std::vector<CheckpointEntry>& entries,
                          const SavedRun& saved, std::FILE* log);
 
-// --load: the checkpoint --load names, its manifest checked against this run (its identity; its stage count
-// where the schedule cannot reshard) and every file's size. nb::RuntimeError naming the file and the field.
+// --load: the checkpoint --load names, its manifest checked against this run (its identity; its stage count and
+// its cut, `cut`, where the schedule cannot reshard: pipedream) and every file's size. nb::RuntimeError naming the
+// file and the field.
 struct ResumePoint {
     std::string step_dir;
     SavedRun saved;
 };
-ResumePoint read_resume_point(const TrainOptions& options);
+ResumePoint read_resume_point(const TrainOptions& options, const std::vector<StageSpec>& cut);
 
 // The saved tensors one stage of this run needs: the files of the saved stages that held any of `stage`'s
 // parameters, each read and checked (size, sha256), decoded, and their tensors by name; and that stage's step

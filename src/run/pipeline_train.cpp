@@ -9,10 +9,11 @@ namespace {
 
 // The manifest is the same file for every rank, so its errors are too: rank 0 prints the one line, and every
 // rank exits with the runtime error's code.
-std::optional<ResumePoint> read_resume_point_on_every_rank(const TrainOptions& o, int world) {
+std::optional<ResumePoint> read_resume_point_on_every_rank(const RunPlan& plan, int world) {
+    const TrainOptions& o = plan.options;
     if (o.load_path.empty()) return std::nullopt;
     try {
-        return read_resume_point(o);
+        return read_resume_point(o, plan.cut);
     } catch (const RuntimeError&) {
         if (world > 1 && mpi_world_rank() != 0) throw ReportedElsewhere(kExitRuntime, "reported by rank 0");
         throw;
@@ -31,7 +32,7 @@ void prepare_runner(StageRunner& runner, const PipelineSetup& setup, const Resum
 std::optional<PipelineSummary> run_pipeline_training(const RunPlan& plan, std::FILE* log) {
     const int world = mpi_world_size();
     check_stages_match_ranks(plan.options, world);
-    const std::optional<ResumePoint> resume = read_resume_point_on_every_rank(plan.options, world);
+    const std::optional<ResumePoint> resume = read_resume_point_on_every_rank(plan, world);
     const PipelineSetup setup = make_pipeline_setup(plan, resume ? resume->saved.step : 0);
     if (resume && (world <= 1 || mpi_world_rank() == 0)) print_resumed(*resume, plan.options.stages, log);
     const ResumePoint* from = resume ? &*resume : nullptr;

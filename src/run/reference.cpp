@@ -78,13 +78,12 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // One pipeline stage (pipeline/stage/stage_state.h). The versions it computes with live in the WeightHistory.
 using Stage = StageState;
 
-// The plan's cut: P parts, or P x V with --virtual-stages (the synchronous rule does not depend on the cut; the
-// checkpoint files do, one per part, as train's).
+// The plan's cut (src/plan/pipeline_cut.h), the one `train` runs with: P parts, or P x V with --virtual-stages
+// (the synchronous rule does not depend on the cut; the checkpoint files do, one per part, as train's).
 std::vector<std::unique_ptr<Stage>> make_stages(const TrainOptions& o, const std::vector<StageSpec>& cut,
                                                 Device device) {
     std::vector<std::unique_ptr<Stage>> stages;
-    for (const StageSpec& spec : cut)
-        stages.push_back(std::make_unique<Stage>(o, spec, device));
+    for (const StageSpec& spec : cut) stages.push_back(std::make_unique<Stage>(o, spec, device));
     return stages;
 }
 
@@ -344,7 +343,7 @@ ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
 
     int64_t first = 0;
     if (!o.load_path.empty()) {
-        const ResumePoint resume = read_resume_point(o);
+        const ResumePoint resume = read_resume_point(o, cut);
         run.restore(resume);
         data->train->seek(resume.saved.data);
         first = resume.saved.step;

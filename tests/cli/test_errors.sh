@@ -30,6 +30,25 @@ printf 'lr = = =\n[[[\n' >"$WORK/garbage.toml"
 expect_error 2 "garbage.toml" "${T[@]}" --config "$WORK/garbage.toml"
 expect_error 2 "data is required" "$NB" train "${TINY_FLAGS[@]}"
 expect_error 2 "9 pipeline stages but the model has only 4 layers" "$NB" info --model tiny --stages 9
+# --pipeline-layout (blocks per stage; TINY_FLAGS has 2 blocks): one line for each way it can be wrong, in train,
+# reference, info and bench schedules alike.
+expect_error 2 "^nobubble: error: --pipeline-layout '1,0': stage 1 would be empty (every stage needs at least one block)$" \
+  "${T[@]}" --stages 2 --pipeline-layout 1,0
+expect_error 2 "^nobubble: error: --pipeline-layout '1,x': 'x' (stage 1) is not a positive integer (blocks per stage, e.g. 3,4,4,2)$" \
+  "${T[@]}" --stages 2 --pipeline-layout 1,x
+for bad in -1,3 1,,1 1.5,1 ""; do
+  expect_error 2 "^nobubble: error: --pipeline-layout '$bad': .* is not a positive integer" "${T[@]}" --stages 2 \
+    --pipeline-layout "$bad"
+done
+expect_error 2 "^nobubble: error: --pipeline-layout '1,1' names 2 stages but --stages is 1$" "${T[@]}" --pipeline-layout 1,1
+expect_error 2 "^nobubble: error: --pipeline-layout '2,3' holds 5 blocks but the model has 2 layers$" "${T[@]}" \
+  --stages 2 --pipeline-layout 2,3
+expect_error 2 "^nobubble: error: --pipeline-layout '1,2' holds 3 blocks but the model has 2 layers$" "$NB" reference \
+  --data "$C" "${TINY_FLAGS[@]}" --train-iters 2 --stages 2 --pipeline-layout 1,2
+expect_error 2 "^nobubble: error: --pipeline-layout '3' names 1 stage but --stages is 2$" "$NB" info --model tiny \
+  --stages 2 --pipeline-layout 3
+expect_error 2 "^nobubble: error: --pipeline-layout '1,2' holds 3 blocks but the model has 4 layers$" "$NB" bench \
+  schedules --model tiny --stages 2 --pipeline-layout 1,2
 
 # Data files (runtime errors, exit 1): missing, empty, truncated, wrong magic, sequence longer than the data.
 expect_error 1 "$WORK/missing.txt" "$NB" train --data "$WORK/missing.txt" "${TINY_FLAGS[@]}" --train-iters 1
@@ -89,19 +108,34 @@ expect_list schedules "gpipe 1f1b 2bw pipedream zb-h1"
 expect_list delay-fixes "none ef taylor"
 expect_list lr-decay-styles "constant linear cosine wsd"
 expect_list clip-scopes "global stage"
+expect_list pipeline-cuts "cost params"
 expect_list devices "cpu cuda"
 expect_list kill-points "forward receive optimizer checkpoint"
 expect_list attention-backends "auto cudnn kernel"
 expect_list models "tiny tiny-moe small smollm-135m smollm-360m moe-1b moe-10b"
 for kind_flag in optimizers:--optimizer schedules:--schedule delay-fixes:--delay-fix lr-decay-styles:--lr-decay-style \
-                 clip-scopes:--clip-scope devices:--device kill-points:--kill-during; do
+                 clip-scopes:--clip-scope pipeline-cuts:--pipeline-cut devices:--device kill-points:--kill-during; do
   kind=${kind_flag%%:*} flag=${kind_flag#*:}
   valid=$("$NB" --list "$kind" | paste -sd',' | sed 's/,/, /g')
   expect_error 2 "^nobubble: error: unknown $flag 'bogus' (valid: $valid)$" "${T[@]}" "$flag" bogus
 done
-expect_error 2 "^nobubble: error: unknown --list 'bogus' (valid: optimizers, schedules, delay-fixes, lr-decay-styles, clip-scopes, devices, models, kill-points, attention-backends)$" \
+expect_error 2 "^nobubble: error: unknown --list 'bogus' (valid: optimizers, schedules, delay-fixes, lr-decay-styles, clip-scopes, pipeline-cuts, devices, models, kill-points, attention-backends)$" \
   "$NB" --list bogus
 expect_error 2 "^nobubble: error: unknown --list '' (valid: " "$NB" --list ""
 expect_error 2 "^nobubble: error: --list takes no subcommand (got 'schedule')$" \
   "$NB" --list optimizers schedule --schedule 1f1b --stages 2 --microbatches 2 --steps 1
+
+# Under mpirun a bad --pipeline-layout is the same usage error on every rank: rank 0 prints it, all exit 2.
+if [ "$HAVE_MPI" = 1 ]; then
+  L=(--data "$C" "${TINY_FLAGS[@]}" --train-iters 2)
+  expect_mpi_usage_error layout_empty 2 "^nobubble: error: --pipeline-layout '1,0': stage 1 would be empty" "${L[@]}" \
+    --pipeline-layout 1,0
+  expect_mpi_usage_error layout_word 2 "'x' (stage 0) is not a positive integer" "${L[@]}" --pipeline-layout x,1
+  expect_mpi_usage_error layout_count 2 "--pipeline-layout '2' names 1 stage but --stages is 2$" "${L[@]}" \
+    --pipeline-layout 2
+  expect_mpi_usage_error layout_sum 2 "--pipeline-layout '1,2' holds 3 blocks but the model has 2 layers$" "${L[@]}" \
+    --pipeline-layout 1,2
+else
+  echo "skip: nobubble is built without MPI or mpirun is missing: no mpirun checks"
+fi
 finish

@@ -13,7 +13,7 @@ grep -qE '^  moe: blocks 1,2,3,.*,17 experts 64 topk 6 ffn 1408 shared 2816 ' "$
 grep -qE '^  FLOPs per token at seq 256: forward [0-9.]+ GFLOP, forward \+ backward [0-9.]+ GFLOP \(active: .*router \+ 6 routed experts \+ shared expert' \
   "$log" && pass "FLOPs per token, active" || fail "flops: $(cat "$log")"
 # The stage table (each byte figure is two fields, number and unit): four rows whose parameter and FLOP shares each add up to 100%.
-awk '/^  stage +layers/ { on = 1; next } on && $1 ~ /^[0-9]+$/ { n++; p += $(NF - 11); f += $(NF - 10) } on && /^[a-z]/ { on = 0 }
+awk '/^  stage +bound +layers/ { on = 1; next } on && $1 ~ /^[0-9]+$/ { n++; p += $(NF - 11); f += $(NF - 10) } on && /^[a-z]/ { on = 0 }
      END { exit (n == 4 && p > 99.8 && p < 100.2 && f > 99.8 && f < 100.2) ? 0 : 1 }' "$log" \
   && pass "per stage, shares of parameters and of active FLOPs" || fail "stage table: $(cat "$log")"
 grep -qE '^  stage +adamw +muon +lion +adan +mars +soap$' "$log" && pass "optimizer state per optimizer" \
@@ -26,7 +26,7 @@ awk '/^  stage +gpipe +1f1b +2bw +pipedream +zb-h1$/ { on = 1; next }
      END { exit (n == 4 && ok == 4) ? 0 : 1 }' "$log" \
   && pass "versions and microbatches in flight per schedule" || fail "schedule table: $(cat "$log")"
 # Activations: the routed experts' stash grows with k (stage 1 holds MoE blocks only).
-act() { "$NB" info --model moe-10b --stages 4 "$@" | awk '/^  stage +layers/ { on = 1; next } on && $1 == "1" { print $(NF - 3) " " $(NF - 2); exit }'; }
+act() { "$NB" info --model moe-10b --stages 4 "$@" | awk '/^  stage +bound +layers/ { on = 1; next } on && $1 == "1" { print $(NF - 3) " " $(NF - 2); exit }'; }
 a2=$(act --moe-router-topk 2) a6=$(act)
 awk -v a="$a2" -v b="$a6" 'BEGIN { split(a, x, " "); split(b, y, " ");
   u["kB"] = 1e3; u["MB"] = 1e6; u["GB"] = 1e9; u["TB"] = 1e12

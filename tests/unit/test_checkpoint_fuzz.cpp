@@ -79,7 +79,7 @@ TEST_CASE("checkpoint reader: random damage to a manifest is an error naming the
     for (int c = 0; c < 2000; ++c) {
         write_file_atomically(manifest, damage(good, rng, c));
         try {
-            const ResumePoint resume = read_resume_point(resumed);
+            const ResumePoint resume = read_resume_point(resumed, plan.cut);
             for (const StageSpec& spec : plan.cut) {
                 StageState stage(resumed, spec, Device::cpu);
                 const StageFiles files = read_stage_files(resume, spec);

@@ -1,5 +1,6 @@
 // Model shapes and bookkeeping: parameter counts of the presets, the activation-memory plan against real
-// stashes, stage-independent initialisation, the canonical parameter order, and the pipeline partition.
+// stashes, stage-independent initialisation, the canonical parameter order, and the parameter cut's optimality
+// (its contiguity and the cost cut: test_pipeline_cut.cpp).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "src/cpu/cpu_ops.h"
 #include "src/core/error.h"
 #include "tests/unit/fd_check.h"
+#include "tests/unit/test_util.h"
 #include "model/config.h"
 #include "model/layer.h"
 #include "model/partition.h"
@@ -47,22 +49,6 @@ int64_t largest_stage(const ModelConfig& c, const std::vector<int64_t>& bounds) 
     return worst;
 }
 
-// Every contiguous cut of L blocks into P non-empty stages.
-void for_each_cut(int64_t L, int P, const std::function<void(const std::vector<int64_t>&)>& visit) {
-    std::vector<int64_t> bounds(static_cast<size_t>(P) + 1, 0);
-    bounds[static_cast<size_t>(P)] = L;
-    std::function<void(int, int64_t)> rec = [&](int s, int64_t first) {
-        if (s == P - 1) {
-            if (first < L) visit(bounds);
-            return;
-        }
-        for (int64_t end = first + 1; end <= L - (P - 1 - s); ++end) {
-            bounds[static_cast<size_t>(s) + 1] = end;
-            rec(s + 1, end);
-        }
-    };
-    rec(0, 0);
-}
 
 }  // namespace
 
@@ -295,29 +281,6 @@ TEST_CASE("the canonical parameter order") {
     const StageModel last(c, {2, 4, false, true});
     CHECK(last.layout()[0].name == "layers.2.attn_norm.weight");
     CHECK(last.layout()[last.layout().size() - 1].name == "lm_head.weight");
-}
-
-TEST_CASE("partition_model covers every block contiguously, one or more per stage") {
-    for (const char* preset : {"tiny", "tiny-moe", "small", "smollm-135m", "smollm-360m"}) {
-        const ModelConfig c = model_preset(preset);
-        for (int P = 1; P <= c.num_layers; ++P) {
-            CAPTURE(preset);
-            CAPTURE(P);
-            const std::vector<StageSpec> specs = partition_model(c, P);
-            REQUIRE(static_cast<int>(specs.size()) == P);
-            int64_t next = 0;
-            for (int s = 0; s < P; ++s) {
-                CHECK(specs[s].first_block == next);
-                CHECK(specs[s].num_blocks() >= 1);
-                CHECK(specs[s].has_embedding == (s == 0));
-                CHECK(specs[s].has_head == (s == P - 1));
-                next = specs[s].end_block;
-            }
-            CHECK(next == c.num_layers);
-        }
-        CHECK_THROWS_AS(partition_model(c, static_cast<int>(c.num_layers) + 1), UsageError);
-        CHECK_THROWS_AS(partition_model(c, 0), std::logic_error);  // --stages is checked by the plan
-    }
 }
 
 TEST_CASE("partition_model minimises the largest stage (brute force over every cut)") {

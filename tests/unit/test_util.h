@@ -5,9 +5,11 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "src/core/error.h"
 
@@ -38,6 +40,24 @@ std::string message_of(const std::function<void()>& f) {
     return "";
 }
 inline std::string usage_error(const std::function<void()>& f) { return message_of<nb::UsageError>(f); }
+
+// Every contiguous cut of L blocks into P non-empty stages, as block boundaries 0 = b0 < b1 < ... < bP = L, in
+// lexicographic order (so the first optimum a search finds gives earlier stages the fewest blocks).
+inline void for_each_cut(int64_t L, int P, const std::function<void(const std::vector<int64_t>&)>& visit) {
+    std::vector<int64_t> bounds(static_cast<size_t>(P) + 1, 0);
+    bounds[static_cast<size_t>(P)] = L;
+    std::function<void(int, int64_t)> rec = [&](int s, int64_t first) {
+        if (s == P - 1) {
+            if (first < L) visit(bounds);
+            return;
+        }
+        for (int64_t end = first + 1; end <= L - (P - 1 - s); ++end) {
+            bounds[static_cast<size_t>(s) + 1] = end;
+            rec(s + 1, end);
+        }
+    };
+    rec(0, 0);
+}
 inline std::string runtime_error(const std::function<void()>& f) { return message_of<nb::RuntimeError>(f); }
 
 inline bool contains(const std::string& haystack, const std::string& needle) {

@@ -1,0 +1,99 @@
+#include "src/run/cut_memory.h"
+
+#include <limits>
+#include <memory>
+#include <optional>
+
+#include "pipeline/schedule/schedule.h"
+#include "pipeline/stage/stage_memory.h"
+#include "src/core/mpi_env.h"
+#include "src/run/backend.h"
+
+namespace nb {
+
+namespace {
+
+// One piece of a stage (a block, the embedding, the head) as estimate_stage_memory counts it: what does not depend
+// on the schedule (weights, gradients, optimizer state), one older weight version, one microbatch's stash.
+struct PieceMemory {
+    int64_t fixed = 0, per_version = 0, per_microbatch = 0;
+
+    int64_t bytes(const StageLoad& load) const {
+        return fixed + (load.versions_held - 1) * per_version + load.microbatches_in_flight * per_microbatch;
+    }
+};
+
+PieceMemory piece_memory(const TrainOptions& o, const StageSpec& spec, DType dtype) {
+    const StageMemory m = estimate_stage_memory(o, spec, StageModel(o.model, spec).layout(), StageLoad{2, 2}, dtype);
+    return {m.weights_bytes + m.gradients_bytes + m.optimizer_bytes, m.versions_bytes, m.activations_bytes / 2};
+}
+
+}  // namespace
+
+StageFits stage_memory_fits(const TrainOptions& o, const AvailableMemory& budget, DType dtype) {
+    const int64_t L = o.model.num_layers;
+    // A block's memory depends on whether it is an MoE block, not on where it is (its names aside).
+    const int64_t first_dense = [&] {
+        for (int64_t i = 0; i < L; ++i)
+            if (!o.model.is_moe_block(i)) return i;
+        return int64_t{-1};
+    }();
+    const int64_t first_moe = [&] {
+        for (int64_t i = 0; i < L; ++i)
+            if (o.model.is_moe_block(i)) return i;
+        return int64_t{-1};
+    }();
+    const PieceMemory dense = first_dense >= 0 ? piece_memory(o, {first_dense, first_dense + 1, false, false}, dtype)
+                                               : PieceMemory{};
+    const PieceMemory moe = first_moe >= 0 ? piece_memory(o, {first_moe, first_moe + 1, false, false}, dtype)
+                                           : PieceMemory{};
+    const PieceMemory embedding = piece_memory(o, {0, 0, true, false}, dtype);
+    const PieceMemory head = piece_memory(o, {L, L, false, true}, dtype);
+    // prefix[i]: blocks 0..i-1, each part apart.
+    auto prefix = std::make_shared<std::vector<PieceMemory>>(static_cast<size_t>(L) + 1);
+    for (int64_t i = 0; i < L; ++i) {
+        const PieceMemory& b = o.model.is_moe_block(i) ? moe : dense;
+        const PieceMemory& before = (*prefix)[static_cast<size_t>(i)];
+        (*prefix)[static_cast<size_t>(i) + 1] = {before.fixed + b.fixed, before.per_version + b.per_version,
+                                                 before.per_microbatch + b.per_microbatch};
+    }
+    // Per part: with --virtual-stages each chunk is a part of its own, bounded alone (a rank holds V of them; the
+    // memory check adds them up).
+    const ScheduleSpec spec{o.schedule, o.stages, o.num_microbatches, o.train_iters, o.sync_start, o.sync_cooldown,
+                            o.virtual_stages};
+    const std::vector<StagePlan> plans = virtual_stage_plans(build_schedule(spec), o.virtual_stages);
+    std::vector<StageLoad> loads;
+    for (int s = 0; s < spec.virtual_stage_count(); ++s)
+        loads.push_back({max_versions_held(plans, s), max_in_flight(plans, s)});
+    const int last = spec.virtual_stage_count() - 1;
+    const int64_t limit = budget.bytes;
+    return [prefix, loads, embedding, head, last, limit](int s, int64_t first, int64_t end) {
+        const PieceMemory& a = (*prefix)[static_cast<size_t>(first)];
+        const PieceMemory& b = (*prefix)[static_cast<size_t>(end)];
+        const StageLoad& load = loads.at(static_cast<size_t>(s));
+        int64_t need = PieceMemory{b.fixed - a.fixed, b.per_version - a.per_version,
+                                   b.per_microbatch - a.per_microbatch}.bytes(load);
+        if (s == 0) need += embedding.bytes(load);
+        if (s == last) need += head.bytes(load);
+        return need <= limit;  // require_memory_fits refuses more than the available bytes
+    };
+}
+
+StageFits run_memory_fits(const TrainOptions& o) {
+    auto bound = std::make_shared<std::optional<StageFits>>();  // filled at the first question
+    return [o, bound](int s, int64_t first, int64_t end) {
+        if (!*bound) {
+            std::unique_ptr<Ops> ops = make_ops(o.device);
+            const std::optional<AvailableMemory> available = ops->available_memory();
+            const DType dtype = ops->activation_dtype();
+            ops.reset();
+            constexpr long long kUnknown = std::numeric_limits<long long>::max();
+            const long long least = mpi_min_over_ranks(available ? available->bytes : kUnknown);
+            *bound = least == kUnknown ? StageFits{}
+                                       : stage_memory_fits(o, {least, available ? available->what : ""}, dtype);
+        }
+        return !**bound || (**bound)(s, first, end);
+    };
+}
+
+}  // namespace nb
