@@ -1,5 +1,6 @@
 #include "src/run/cut_memory.h"
 
+#include <exception>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -83,10 +84,17 @@ StageFits run_memory_fits(const TrainOptions& o) {
     auto bound = std::make_shared<std::optional<StageFits>>();  // filled at the first question
     return [o, bound](int s, int64_t first, int64_t end) {
         if (!*bound) {
-            std::unique_ptr<Ops> ops = make_ops(o.device);
-            const std::optional<AvailableMemory> available = ops->available_memory();
-            const DType dtype = ops->activation_dtype();
-            ops.reset();
+            // A backend that cannot start (no GPU here) gives no bound: the run's own set-up reports it, agreed by
+            // every rank, and every rank still takes part in the minimum below (none may wait there alone).
+            std::optional<AvailableMemory> available;
+            DType dtype = DType::f32;
+            try {
+                std::unique_ptr<Ops> ops = make_ops(o.device);
+                available = ops->available_memory();
+                dtype = ops->activation_dtype();
+            } catch (const std::exception&) {
+                available.reset();
+            }
             constexpr long long kUnknown = std::numeric_limits<long long>::max();
             const long long least = mpi_min_over_ranks(available ? available->bytes : kUnknown);
             *bound = least == kUnknown ? StageFits{}
