@@ -40,7 +40,7 @@
 //              W k-s right after B k once k >= s; after the last forward, B k and W k-s alternately; then the
 //              remaining W; then the step (Qi et al., "Zero Bubble Pipeline Parallelism", ZB-H1). W lags B by s, so
 //              stage s holds at most s+1 pending W and at most p microbatches between forward and W (1f1b's stage 0
-//              holds p between forward and backward: the same peak). At F = B = W its bubble is (p-1)(F+B-W),
+//              holds p between forward and backward: the same peak count; a stash waiting for W is larger). At F = B = W its bubble is (p-1)(F+B-W),
 //              1f1b's (p-1)(F+B+W): a third.
 // Every stage runs forwards in microbatch order and backwards (B and W each) in microbatch order, so the gradient
 // of a step is accumulated in microbatch order (by the backward, or by W where the backward is split) (docs/DESIGN.md sections 2 and 6: a fixed order, so the bits repeat). The

@@ -37,14 +37,23 @@ IterationTiming zero_timing(int stages) {
     return {0, std::vector<double>(n), std::vector<double>(n), std::vector<double>(n)};
 }
 
-// The pipeline's part of a progress line or metrics record, from the stages' own measures over `t`.
-void add_pipeline_fields(IterationReport& r, const IterationTiming& t) {
-    double busy = 0, wall = 0;
+// The pipeline's part of a progress line or metrics record, from the stages' own measures over `t`, per rank:
+// with --virtual-stages a rank's chunks (stages r, P + r, ...) share its time, so the rank is busy for the sum of
+// theirs over the longest of their walls, and holds the sum of their stashes.
+void add_pipeline_fields(IterationReport& r, const IterationTiming& t, int ranks) {
+    const auto n = static_cast<size_t>(ranks);
+    std::vector<double> busy_s(n, 0.0), wall_s(n, 0.0), act_bytes(n, 0.0);
     for (size_t s = 0; s < t.busy_s.size(); ++s) {
-        r.stage_busy.push_back(t.wall_s[s] > 0 ? t.busy_s[s] / t.wall_s[s] : 0.0);
-        r.act_mib.push_back(t.act_peak_bytes[s] / (1024.0 * 1024.0));
-        busy += t.busy_s[s];
-        wall += t.wall_s[s];
+        busy_s[s % n] += t.busy_s[s];
+        wall_s[s % n] = std::max(wall_s[s % n], t.wall_s[s]);
+        act_bytes[s % n] += t.act_peak_bytes[s];
+    }
+    double busy = 0, wall = 0;
+    for (size_t q = 0; q < n; ++q) {
+        r.stage_busy.push_back(wall_s[q] > 0 ? busy_s[q] / wall_s[q] : 0.0);
+        r.act_mib.push_back(act_bytes[q] / (1024.0 * 1024.0));
+        busy += busy_s[q];
+        wall += wall_s[q];
     }
     r.bubble = wall > 0 ? 1.0 - busy / wall : 0.0;
 }
@@ -225,11 +234,11 @@ void ProgressCollector::print_iteration(int64_t t, const std::vector<StageReport
 
     IterationReport printed = line;
     if (run_log_.line_due(line)) {
-        add_pipeline_fields(printed, since_line_);
+        add_pipeline_fields(printed, since_line_, setup_.num_ranks());
         since_line_ = zero_timing(setup_.num_stages());
     }
     IterationReport record = line;
-    add_pipeline_fields(record, timing);
+    add_pipeline_fields(record, timing, setup_.num_ranks());
     run_log_.iteration(record, printed);
 }
 
