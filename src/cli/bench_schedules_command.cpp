@@ -1,6 +1,7 @@
 // `nobubble bench schedules`: the throughput comparison of the schedules on one config (docs/DESIGN.md section 5,
 // `nobubble bench`). The same model, data, seed and tokens per step run under gpipe, 1f1b, 2bw and pipedream for
-// a fixed number of iterations (and zb-h1, the zero-bubble sync schedule), each on the pipeline executor: under mpirun one stage per rank (P = the number of
+// a fixed number of iterations (and zb-h1, the zero-bubble sync schedule, and with --virtual-stages V interleaved
+// 1F1B as a row "1f1b-vV"), each on the pipeline executor: under mpirun one stage per rank (P = the number of
 // ranks), the real parallel measurement; without mpirun all P stages in this one process, one after another,
 // which checks the plumbing but measures no parallelism (said so in the output).
 //
@@ -52,6 +53,7 @@ struct BenchSchedulesFlags {
     int64_t warmup_iters = 2;
     int stages = 2;  // in one process; under mpirun the number of ranks
     std::vector<std::string> schedules = {"gpipe", "1f1b", "zb-h1", "2bw", "pipedream"};
+    int virtual_stages = 1;  // > 1: 1f1b also runs interleaved, V chunks per stage (a row of its own)
     CutFlags cut;  // --pipeline-cut, --pipeline-layout
     double lr = 1e-3;
     uint64_t seed = 1234;
@@ -61,6 +63,7 @@ struct BenchSchedulesFlags {
 
 struct ScheduleResult {
     ScheduleKind schedule;
+    std::string name;  // the schedule's, "1f1b-v2" for interleaved 1F1B with 2 chunks per stage
     int64_t micro_batch_size = 0, num_microbatches = 0;
     double tokens_per_s = 0, bubble = 0, ms_per_iter = 0, final_loss = 0;
     double sim_bubble = 0;  // the simulator's, for the same plan at unit costs F = B = W
@@ -101,8 +104,25 @@ private:
     std::string path_;
 };
 
-// The plan of one schedule's run (UsageError naming the flag for a bad one).
-RunPlan plan_for(const BenchSchedulesFlags& f, ScheduleKind schedule, const std::string& data, int stages) {
+// One row of the table: a schedule, and its chunks per stage (1f1b with V > 1: interleaved).
+struct BenchRow {
+    ScheduleKind schedule;
+    int virtual_stages = 1;
+};
+
+// 1f1b, and with --virtual-stages V > 1 interleaved 1F1B right after it.
+std::vector<BenchRow> rows_of(const BenchSchedulesFlags& f, const std::vector<ScheduleKind>& schedules) {
+    std::vector<BenchRow> rows;
+    for (ScheduleKind s : schedules) {
+        rows.push_back({s, 1});
+        if (s == ScheduleKind::one_f_one_b && f.virtual_stages > 1) rows.push_back({s, f.virtual_stages});
+    }
+    return rows;
+}
+
+// The plan of one row's run (UsageError naming the flag for a bad one).
+RunPlan plan_for(const BenchSchedulesFlags& f, BenchRow row, const std::string& data, int stages) {
+    const ScheduleKind schedule = row.schedule;
     TrainOptions o;
     o.model = resolve_model(f.model);
     o.data_path = data;
@@ -116,6 +136,7 @@ RunPlan plan_for(const BenchSchedulesFlags& f, ScheduleKind schedule, const std:
     o.log_interval = f.iters;  // one progress line, to the log nobody reads
     o.schedule = schedule;
     o.stages = stages;
+    o.virtual_stages = row.virtual_stages;
     o.clip_scope = clip_scope_of(schedule);
     o.micro_batch_size = f.micro_batch_size;
     o.num_microbatches = f.num_microbatches;
@@ -131,11 +152,13 @@ RunPlan plan_for(const BenchSchedulesFlags& f, ScheduleKind schedule, const std:
 ScheduleResult result_of(const TrainOptions& o, const PipelineSummary& s, int64_t warmup) {
     ScheduleResult r;
     r.schedule = o.schedule;
+    r.name = std::string(schedule_kind_name(o.schedule));
+    if (o.virtual_stages > 1) r.name += fmt::format("-v{}", o.virtual_stages);
     r.micro_batch_size = o.micro_batch_size;
     r.num_microbatches = o.num_microbatches;
     double seconds = 0, busy = 0, wall = 0;
     for (size_t t = static_cast<size_t>(warmup); t < s.iterations.size(); ++t) {
-        const IterationTiming& it = s.iterations[t];
+        const IterationTiming it = per_rank_timing(s.iterations[t], o.stages);  // a rank's chunks share its time
         seconds += it.seconds;
         for (size_t k = 0; k < it.busy_s.size(); ++k) busy += it.busy_s[k], wall += it.wall_s[k];
     }
@@ -143,7 +166,9 @@ ScheduleResult result_of(const TrainOptions& o, const PipelineSummary& s, int64_
     r.tokens_per_s = static_cast<double>(o.tokens_per_iter() * timed) / seconds;
     r.ms_per_iter = 1e3 * seconds / static_cast<double>(timed);
     r.bubble = wall > 0 ? 1.0 - busy / wall : 0.0;
-    for (const StageFinal& f : s.finals) r.act_mib.push_back(f.act_peak_bytes / (1024.0 * 1024.0));
+    r.act_mib.assign(static_cast<size_t>(o.stages), 0.0);  // per rank: its chunks' peaks added
+    for (size_t k = 0; k < s.finals.size(); ++k)
+        r.act_mib[k % r.act_mib.size()] += s.finals[k].act_peak_bytes / (1024.0 * 1024.0);
     r.final_loss = s.run.final_train_loss;
     return r;
 }
@@ -181,7 +206,7 @@ Report make_report(const BenchSchedulesFlags& f, const std::vector<ScheduleResul
                      "ms/iter", "bubble", "sim bubble", "peak act MiB per stage", "final loss");
     for (const auto& r : results)
         t += fmt::format("{:<10} {:>14} {:>10.0f} {:>9.1f} {:>8.1f}% {:>9.1f}%  {:<22} {:>10.4f}\n",
-                         schedule_kind_name(r.schedule), fmt::format("{} x {}", r.num_microbatches, r.micro_batch_size),
+                         r.name, fmt::format("{} x {}", r.num_microbatches, r.micro_batch_size),
                          r.tokens_per_s, r.ms_per_iter, 100 * r.bubble, 100 * r.sim_bubble, act_list(r.act_mib, " "),
                          r.final_loss);
     t += "sim bubble: the simulator's for the same plan at F = B = W (nobubble schedule)\n";
@@ -210,7 +235,7 @@ void write_outputs(const std::string& prefix, const Report& rep, const std::vect
     for (int s = 0; s < stages; ++s) csv += fmt::format(",act_mib_stage{}", s);
     csv += ",final_loss,sim_bubble_pct\n";
     for (const auto& r : results) {
-        csv += fmt::format("{},{},{},{:.1f},{:.3f},{:.2f}", schedule_kind_name(r.schedule), r.num_microbatches,
+        csv += fmt::format("{},{},{},{:.1f},{:.3f},{:.2f}", r.name, r.num_microbatches,
                            r.micro_batch_size, r.tokens_per_s, r.ms_per_iter, 100 * r.bubble);
         for (double a : r.act_mib) csv += fmt::format(",{:.3f}", a);
         csv += fmt::format(",{:.6f},{:.2f}\n", r.final_loss, 100 * r.sim_bubble);
@@ -224,7 +249,7 @@ void write_outputs(const std::string& prefix, const Report& rep, const std::vect
     md += "|---|---|---:|---:|---:|---:|---|---:|\n";
     for (const auto& r : results)
         md += fmt::format("| {} | {} x {} | {:.0f} | {:.1f} | {:.1f}% | {:.1f}% | {} | {:.4f} |\n",
-                          schedule_kind_name(r.schedule), r.num_microbatches, r.micro_batch_size, r.tokens_per_s,
+                          r.name, r.num_microbatches, r.micro_batch_size, r.tokens_per_s,
                           r.ms_per_iter, 100 * r.bubble, 100 * r.sim_bubble, act_list(r.act_mib, " / "), r.final_loss);
     if (!rep.ratio_line.empty()) md += "\n" + rep.ratio_line + "\n\n" + rep.target_line + "\n";
     write_file(prefix + ".md", md);
@@ -234,6 +259,8 @@ void validate(const BenchSchedulesFlags& f) {
     if (f.iters <= f.warmup_iters || f.warmup_iters < 0)
         throw UsageError(fmt::format("--iters {} must exceed --warmup-iters {} (>= 0)", f.iters, f.warmup_iters));
     if (f.schedules.empty()) throw UsageError("--schedules: give at least one schedule");
+    if (f.virtual_stages < 1)
+        throw UsageError(fmt::format("--virtual-stages must be positive, got {}", f.virtual_stages));
     if (!f.out.empty()) {
         const std::filesystem::path parent = std::filesystem::path(f.out).parent_path();
         if (!parent.empty() && !std::filesystem::is_directory(parent))
@@ -249,7 +276,8 @@ int run_bench_schedules(const BenchSchedulesFlags& f) {
     // The names parsed and every plan checked before anything runs (the same UsageError on every rank).
     std::vector<ScheduleKind> schedules;
     for (const auto& name : f.schedules) schedules.push_back(parse_schedule_kind(name));
-    for (ScheduleKind s : schedules) plan_for(f, s, f.data.empty() ? "-" : f.data, stages);
+    const std::vector<BenchRow> rows = rows_of(f, schedules);
+    for (const BenchRow& row : rows) plan_for(f, row, f.data.empty() ? "-" : f.data, stages);
 
     std::unique_ptr<SyntheticCorpus> corpus;
     if (f.data.empty()) corpus = std::make_unique<SyntheticCorpus>(f.seed);
@@ -258,8 +286,8 @@ int run_bench_schedules(const BenchSchedulesFlags& f) {
     if (!quiet) throw RuntimeError("bench schedules: cannot open /dev/null");
     std::vector<ScheduleResult> results;
     int64_t parameters = 0;
-    for (ScheduleKind s : schedules) {
-        const RunPlan plan = plan_for(f, s, data, stages);
+    for (const BenchRow& row : rows) {
+        const RunPlan plan = plan_for(f, row, data, stages);
         const std::optional<PipelineSummary> summary = run_pipeline_training(plan, quiet);
         if (!summary) continue;  // not stage 0
         results.push_back(result_of(plan.options, *summary, f.warmup_iters));
@@ -304,6 +332,9 @@ Command add_bench_schedules_command(CLI::App& bench) {
         ->capture_default_str();
     add_cut_flags(*sub, f->cut);
     sub->add_option("--schedules", f->schedules, "Schedules to run, in order")->delimiter(',')->capture_default_str();
+    sub->add_option("--virtual-stages", f->virtual_stages,
+                    "Also run 1f1b interleaved with V chunks per stage, as a row '1f1b-vV' (1: not)")
+        ->capture_default_str();
     sub->add_option("--lr", f->lr, "Learning rate (constant)")->capture_default_str();
     sub->add_option("--seed", f->seed, "Seed for weights, data order and the synthetic corpus")->capture_default_str();
     sub->add_option("--out", f->out, "Also write the table as PREFIX.csv and PREFIX.md");

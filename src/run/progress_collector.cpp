@@ -20,6 +20,17 @@
 
 namespace nb {
 
+IterationTiming per_rank_timing(const IterationTiming& t, int ranks) {
+    const auto n = static_cast<size_t>(ranks);
+    IterationTiming out{t.seconds, std::vector<double>(n), std::vector<double>(n), std::vector<double>(n)};
+    for (size_t s = 0; s < t.busy_s.size(); ++s) {
+        out.busy_s[s % n] += t.busy_s[s];
+        out.wall_s[s % n] = std::max(out.wall_s[s % n], t.wall_s[s]);
+        out.act_peak_bytes[s % n] += t.act_peak_bytes[s];
+    }
+    return out;
+}
+
 namespace {
 
 // The trace is written at the end (atomically, through PATH.tmp): a path that cannot be written fails the run
@@ -37,23 +48,15 @@ IterationTiming zero_timing(int stages) {
     return {0, std::vector<double>(n), std::vector<double>(n), std::vector<double>(n)};
 }
 
-// The pipeline's part of a progress line or metrics record, from the stages' own measures over `t`, per rank:
-// with --virtual-stages a rank's chunks (stages r, P + r, ...) share its time, so the rank is busy for the sum of
-// theirs over the longest of their walls, and holds the sum of their stashes.
-void add_pipeline_fields(IterationReport& r, const IterationTiming& t, int ranks) {
-    const auto n = static_cast<size_t>(ranks);
-    std::vector<double> busy_s(n, 0.0), wall_s(n, 0.0), act_bytes(n, 0.0);
-    for (size_t s = 0; s < t.busy_s.size(); ++s) {
-        busy_s[s % n] += t.busy_s[s];
-        wall_s[s % n] = std::max(wall_s[s % n], t.wall_s[s]);
-        act_bytes[s % n] += t.act_peak_bytes[s];
-    }
+// The pipeline's part of a progress line or metrics record, from the stages' own measures over `t`, per rank.
+void add_pipeline_fields(IterationReport& r, const IterationTiming& per_stage, int ranks) {
+    const IterationTiming t = per_rank_timing(per_stage, ranks);
     double busy = 0, wall = 0;
-    for (size_t q = 0; q < n; ++q) {
-        r.stage_busy.push_back(wall_s[q] > 0 ? busy_s[q] / wall_s[q] : 0.0);
-        r.act_mib.push_back(act_bytes[q] / (1024.0 * 1024.0));
-        busy += busy_s[q];
-        wall += wall_s[q];
+    for (size_t q = 0; q < t.busy_s.size(); ++q) {
+        r.stage_busy.push_back(t.wall_s[q] > 0 ? t.busy_s[q] / t.wall_s[q] : 0.0);
+        r.act_mib.push_back(t.act_peak_bytes[q] / (1024.0 * 1024.0));
+        busy += t.busy_s[q];
+        wall += t.wall_s[q];
     }
     r.bubble = wall > 0 ? 1.0 - busy / wall : 0.0;
 }

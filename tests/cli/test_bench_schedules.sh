@@ -34,6 +34,16 @@ grep -q '^bench schedules: .* 2 stages in one process' "$WORK/inproc.log" \
   && pass "in one process: says the figures are not a parallel measurement" || fail "in-process header: $(head -n 3 "$WORK/inproc.log")"
 check_outputs "in one process" "$WORK/inproc.log" "$WORK/inproc"
 
+# --virtual-stages 2: an interleaved 1F1B row after 1f1b, with its own simulated bubble (P = 2, m = 4, V = 2:
+# (p-1)/(v m + p - 1) = 11.11%) and the same loss (synchronous: the same bits).
+timeout -k 5 120 "$NB" "${B[@]}" --num-layers 4 --schedules 1f1b --virtual-stages 2 --out "$WORK/vs" >"$WORK/vs.log" 2>&1 \
+  || fail "bench --virtual-stages: $(cat "$WORK/vs.log")"
+[ "$(cut -d, -f1 "$WORK/vs.csv" | tail -n 2 | tr '\n' ' ')" = "1f1b 1f1b-v2 " ] \
+  && [ "$(awk -F, '$1 == "1f1b-v2" { print $NF }' "$WORK/vs.csv")" = "11.11" ] \
+  && [ "$(awk -F, 'NR > 1 { print $(NF - 1) }' "$WORK/vs.csv" | sort -u | wc -l)" = 1 ] \
+  && pass "--virtual-stages 2: a 1f1b-v2 row, simulated bubble 11.11%, the same loss" || fail "1f1b-v2: $(cat "$WORK/vs.csv")"
+expect_error 2 "virtual-stages must be positive, got 0" "$NB" "${B[@]}" --virtual-stages 0
+
 # The 2bw row's loss is `train`'s with the same settings (the synthetic corpus is not a file the test has, so
 # compare on a given --data).
 make_corpus "$WORK/corpus.txt"
