@@ -147,40 +147,30 @@ Tensor MoeFeedForward::backward(const LayerContext& ctx, const Tensor& dout, flo
 Tensor MoeFeedForward::backward(const LayerContext& ctx, const Tensor& dout, float daux_loss, const Stash& stash,
                                 WeightGrads& wg, size_t first) const {
     Ops& ops = ctx.ops;
-    const TensorSet& w = ctx.weights;
     auto s = [&](MoeSaved i) -> const Tensor& { return stash.saved.at(first + i); };
     const int64_t N = s(kH).dim(0), d = d_, E = c_.num_experts, k = c_.topk, R = N * k;
     const int64_t f = c_.ffn_hidden_size, fs = c_.shared_ffn_hidden_size;
     const Tensor dout2 = dout.reshaped({N, d});
     Tensor dh = ops.activation({N, d});
-    Tensor no_dw;
-    const std::vector<Tensor*> no_dws;  // the grouped products' weight halves go through wg
 
     if (c_.has_shared_expert()) {
         Tensor ds_act = ops.activation({N, fs}), ds_gate = ops.activation({N, fs}), ds_up = ops.activation({N, fs});
-        ops.linear_backward(ds_act, no_dw, dout2, s(kSharedAct), w[shared_.w_down]);
-        wg.linear(shared_.w_down, dout2, s(kSharedAct));
+        wg.linear_backward(ds_act, shared_.w_down, dout2, s(kSharedAct));
         ops.swiglu_backward(ds_gate, ds_up, ds_act, s(kSharedGate), s(kSharedUp));
-        ops.linear_backward(dh, no_dw, ds_gate, s(kH), w[shared_.w_gate]);
-        wg.linear(shared_.w_gate, ds_gate, s(kH));
-        ops.linear_backward(dh, no_dw, ds_up, s(kH), w[shared_.w_up]);
-        wg.linear(shared_.w_up, ds_up, s(kH));
+        wg.linear_backward(dh, shared_.w_gate, ds_gate, s(kH));
+        wg.linear_backward(dh, shared_.w_up, ds_up, s(kH));
     }
 
     // The routed experts, back through the combine, the grouped SwiGLU and the permutation.
     Tensor dexpert_out = ops.activation({R, d}), dtopk_gate = ops.f32_zeros({N, k});
     ops.moe_combine_backward(dexpert_out, dtopk_gate, dout2, s(kExpertOut), s(kTopkGate), s(kRowOfPair));
     Tensor dact = ops.activation({R, f});
-    ops.moe_grouped_linear_backward(dact, no_dws, dexpert_out, s(kAct), expert_weights(w, &SwiGluParams::w_down),
-                                    s(kOffsets));
-    wg.grouped_linear(expert_params(&SwiGluParams::w_down), dexpert_out, s(kAct), s(kOffsets));
+    wg.grouped_linear_backward(dact, expert_params(&SwiGluParams::w_down), dexpert_out, s(kAct), s(kOffsets));
     Tensor dgate = ops.activation({R, f}), dup = ops.activation({R, f});
     ops.swiglu_backward(dgate, dup, dact, s(kGate), s(kUp));
     Tensor dxp = ops.activation({R, d});
-    ops.moe_grouped_linear_backward(dxp, no_dws, dgate, s(kXp), expert_weights(w, &SwiGluParams::w_gate), s(kOffsets));
-    wg.grouped_linear(expert_params(&SwiGluParams::w_gate), dgate, s(kXp), s(kOffsets));
-    ops.moe_grouped_linear_backward(dxp, no_dws, dup, s(kXp), expert_weights(w, &SwiGluParams::w_up), s(kOffsets));
-    wg.grouped_linear(expert_params(&SwiGluParams::w_up), dup, s(kXp), s(kOffsets));
+    wg.grouped_linear_backward(dxp, expert_params(&SwiGluParams::w_gate), dgate, s(kXp), s(kOffsets));
+    wg.grouped_linear_backward(dxp, expert_params(&SwiGluParams::w_up), dup, s(kXp), s(kOffsets));
     ops.moe_permute_backward(dh, dxp, s(kRowOfPair));
 
     // The router: the gates' gradient and the aux loss's, through the softmax, then the router's linear.
@@ -191,8 +181,7 @@ Tensor MoeFeedForward::backward(const LayerContext& ctx, const Tensor& dout, flo
     }
     Tensor dlogits = ops.activation({N, E});
     ops.moe_router_backward(dlogits, dprobs, dtopk_gate, s(kProbs), s(kTopkExpert), s(kTopkGate), c_.topk_renorm);
-    ops.linear_backward(dh, no_dw, dlogits, s(kH), w[router_]);
-    wg.linear(router_, dlogits, s(kH));
+    wg.linear_backward(dh, router_, dlogits, s(kH));
 
     // The expert bias's slot sums the step's loads (its update reads them: model/params.h, ParamKind).
     if (bias_ >= 0) wg.expert_load(bias_, s(kOffsets));

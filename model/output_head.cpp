@@ -54,12 +54,10 @@ protected:
         const float dloss = dout.f32()[0] / static_cast<float>(n);
         Tensor dlogits = ops.activation({n, vocab_});
         ops.cross_entropy_backward(dlogits, s[kLogits], s[kLse], ctx.batch.targets, dloss);
-        Tensor dh = ops.activation({n, hidden_}), no_dw;
-        ops.linear_backward(dh, no_dw, dlogits, s[kH], ctx.weights[head_]);
-        wg.linear(head_, dlogits, s[kH]);
+        Tensor dh = ops.activation({n, hidden_});
+        wg.linear_backward(dh, head_, dlogits, s[kH]);
         Tensor dx = ops.activation({n, hidden_});
-        ops.rmsnorm_backward(dx, no_dw, dh, s[kX], ctx.weights[norm_], s[kRstd]);
-        wg.rmsnorm_gain(norm_, dh, s[kX], s[kRstd]);
+        wg.rmsnorm_backward(dx, norm_, dh, s[kX], s[kRstd]);
         return dx;
     }
 

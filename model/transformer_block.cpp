@@ -120,15 +120,13 @@ public:
     }
 
 protected:
-    // Each linear's dx is computed here (the input half); its dW, and the norms' gains, go through `wg`.
+    // Each linear and norm through `wg`: its dx now (the input half), its dW or dgain at once or recorded.
     Tensor backward_pass(const LayerContext& ctx, const Tensor& dout, const Stash& stash,
                          WeightGrads& wg) const override {
         Ops& ops = ctx.ops;
-        const TensorSet& w = ctx.weights;
         const auto& s = stash.saved;
         const int64_t N = ctx.batch.rows();
         const int64_t d = c_.hidden_size, f = c_.ffn_hidden_size;
-        Tensor no_dw;
 
         // MLP half: x2 = x1 + mlp(x1), so dx1 = dout + d mlp/dx1.
         Tensor dx1 = ops.copy_of(dout);
@@ -139,18 +137,14 @@ protected:
             if (ctx.moe) ctx.moe->dispatch_ends(index_, true, MoeFeedForward::stashed_offsets(stash, kGate), Tensor{});
         } else {
             Tensor dact = ops.activation({N, f});
-            ops.linear_backward(dact, no_dw, dout, s[kAct], w[p_.w_down]);
-            wg.linear(p_.w_down, dout, s[kAct]);
+            wg.linear_backward(dact, p_.w_down, dout, s[kAct]);
             Tensor dgate = ops.activation({N, f}), dup = ops.activation({N, f});
             ops.swiglu_backward(dgate, dup, dact, s[kGate], s[kUp]);
             dh2 = ops.activation({N, d});
-            ops.linear_backward(dh2, no_dw, dgate, s[kH2], w[p_.w_gate]);
-            wg.linear(p_.w_gate, dgate, s[kH2]);
-            ops.linear_backward(dh2, no_dw, dup, s[kH2], w[p_.w_up]);
-            wg.linear(p_.w_up, dup, s[kH2]);
+            wg.linear_backward(dh2, p_.w_gate, dgate, s[kH2]);
+            wg.linear_backward(dh2, p_.w_up, dup, s[kH2]);
         }
-        ops.rmsnorm_backward(dx1, no_dw, dh2, s[kX1], w[p_.mlp_norm], s[kRstd2]);
-        wg.rmsnorm_gain(p_.mlp_norm, dh2, s[kX1], s[kRstd2]);
+        wg.rmsnorm_backward(dx1, p_.mlp_norm, dh2, s[kX1], s[kRstd2]);
         return attention_backward(ctx, dx1, stash, wg);
     }
 
@@ -158,19 +152,16 @@ private:
     // Attention half: x1 = x + attn(x), so dx = dx1 + d attn/dx.
     Tensor attention_backward(const LayerContext& ctx, const Tensor& dx1, const Stash& stash, WeightGrads& wg) const {
         Ops& ops = ctx.ops;
-        const TensorSet& w = ctx.weights;
         const auto& s = stash.saved;
         const int64_t B = ctx.batch.batch_size, T = ctx.batch.seq_len, N = B * T;
         const int64_t d = c_.hidden_size, H = c_.num_heads, KV = c_.num_kv_heads;
         const int64_t hd = c_.head_dim();
         const float theta = static_cast<float>(c_.rope_theta);
-        Tensor no_dw;
         Tensor dx = ops.copy_of(dx1);
         Tensor dattn = ops.activation({B, T, H, hd});
         Tensor dattn2 = dattn.reshaped({N, d});
         const Tensor attn2 = s[kAttn].reshaped({N, d});
-        ops.linear_backward(dattn2, no_dw, dx1, attn2, w[p_.wo]);
-        wg.linear(p_.wo, dx1, attn2);
+        wg.linear_backward(dattn2, p_.wo, dx1, attn2);
         Tensor dq = ops.activation({B, T, H, hd}), dk = ops.activation({B, T, KV, hd});
         Tensor dv = ops.activation({B, T, KV, hd});
         ops.attention_backward(dq, dk, dv, dattn, s[kQ], s[kK], s[kV], s[kAttn], s[kLse]);
@@ -179,14 +170,10 @@ private:
         ops.rope_backward(dk_lin, dk.reshaped({N, KV, hd}), T, theta);
         Tensor dh1 = ops.activation({N, d});
         const Tensor dq2 = dq_lin.reshaped({N, d}), dk2 = dk_lin.reshaped({N, KV * hd}), dv2 = dv.reshaped({N, KV * hd});
-        ops.linear_backward(dh1, no_dw, dq2, s[kH1], w[p_.wq]);
-        wg.linear(p_.wq, dq2, s[kH1]);
-        ops.linear_backward(dh1, no_dw, dk2, s[kH1], w[p_.wk]);
-        wg.linear(p_.wk, dk2, s[kH1]);
-        ops.linear_backward(dh1, no_dw, dv2, s[kH1], w[p_.wv]);
-        wg.linear(p_.wv, dv2, s[kH1]);
-        ops.rmsnorm_backward(dx, no_dw, dh1, s[kX], w[p_.attn_norm], s[kRstd1]);
-        wg.rmsnorm_gain(p_.attn_norm, dh1, s[kX], s[kRstd1]);
+        wg.linear_backward(dh1, p_.wq, dq2, s[kH1]);
+        wg.linear_backward(dh1, p_.wk, dk2, s[kH1]);
+        wg.linear_backward(dh1, p_.wv, dv2, s[kH1]);
+        wg.rmsnorm_backward(dx, p_.attn_norm, dh1, s[kX], s[kRstd1]);
         return dx;
     }
 

@@ -52,11 +52,15 @@ void WeightGrads::add(WeightGradOp op) {
         run_weight_grad(ops_, weights_, grads_, op);
 }
 
-void WeightGrads::linear(int param, const Tensor& dy, const Tensor& x) {
+void WeightGrads::linear_backward(Tensor& dx, int param, const Tensor& dy, const Tensor& x) {
+    Tensor no_dw;
+    ops_.linear_backward(dx, no_dw, dy, x, weights_[param]);
     add({WeightGradOp::Kind::linear, {param}, dy, x, {}});
 }
 
-void WeightGrads::rmsnorm_gain(int param, const Tensor& dy, const Tensor& x, const Tensor& rstd) {
+void WeightGrads::rmsnorm_backward(Tensor& dx, int param, const Tensor& dy, const Tensor& x, const Tensor& rstd) {
+    Tensor no_dgain;
+    ops_.rmsnorm_backward(dx, no_dgain, dy, x, weights_[param], rstd);
     add({WeightGradOp::Kind::rmsnorm_gain, {param}, dy, x, rstd});
 }
 
@@ -64,8 +68,11 @@ void WeightGrads::embedding(int param, const Tensor& tokens, const Tensor& dout)
     add({WeightGradOp::Kind::embedding, {param}, dout, tokens, {}});
 }
 
-void WeightGrads::grouped_linear(std::vector<int> params, const Tensor& dy, const Tensor& x,
-                                 const Tensor& expert_offsets) {
+void WeightGrads::grouped_linear_backward(Tensor& dx, std::vector<int> params, const Tensor& dy, const Tensor& x,
+                                          const Tensor& expert_offsets) {
+    std::vector<const Tensor*> w;
+    for (int p : params) w.push_back(&weights_[p]);
+    ops_.moe_grouped_linear_backward(dx, {}, dy, x, w, expert_offsets);
     add({WeightGradOp::Kind::grouped_linear, std::move(params), dy, x, expert_offsets});
 }
 

@@ -1,7 +1,8 @@
 // The weight half of a backward, apart from its input half (zero-bubble schedules run the two at different times).
 //
-// A layer's backward is written once (Layer::backward_pass, model/layer.h). The products in it that add to a
-// parameter's gradient and that the input gradient does not need go through WeightGrads instead of an op call:
+// A layer's backward is written once (Layer::backward_pass, model/layer.h). Every op of it that adds to a
+// parameter's gradient goes through WeightGrads, which runs the op's input half (dx) at once and hands on the
+// product that the input gradient does not need:
 //
 //   linear         dW[o, i]    += sum_n dy[n, o] x[n, i]             linear_backward with dx undefined
 //   rmsnorm_gain   dgain[j]    += sum_n dy[n, j] x[n, j] rstd[n]     rmsnorm_backward with dx undefined
@@ -46,16 +47,23 @@ void run_weight_grad(Ops& ops, const TensorSet& weights, TensorSet& grads, const
 // for its weight half.
 size_t held_bytes(const std::vector<WeightGradOp>& ops);
 
+// A layer's backward calls one of these per op: the input half (dx += ...) runs now, the weight half goes to the
+// sink (at once, or recorded), so that the two halves of one op are always given the same tensors.
 class WeightGrads {
 public:
     // `deferred` null: each product runs at once, into grads. Otherwise each is appended to *deferred.
     WeightGrads(Ops& ops, const TensorSet& weights, TensorSet& grads, std::vector<WeightGradOp>* deferred)
         : ops_(ops), weights_(weights), grads_(grads), deferred_(deferred) {}
 
-    void linear(int param, const Tensor& dy, const Tensor& x);
-    void rmsnorm_gain(int param, const Tensor& dy, const Tensor& x, const Tensor& rstd);
+    // dx += dy W, then dW += dy^T x (W = weights[param]).
+    void linear_backward(Tensor& dx, int param, const Tensor& dy, const Tensor& x);
+    // dx += the norm's input gradient, then dgain += sum_n dy x rstd (gain = weights[param]).
+    void rmsnorm_backward(Tensor& dx, int param, const Tensor& dy, const Tensor& x, const Tensor& rstd);
+    // Per expert: dx += dy W_e, then dW_e += dy_e^T x_e (W_e = weights[params[e]]).
+    void grouped_linear_backward(Tensor& dx, std::vector<int> params, const Tensor& dy, const Tensor& x,
+                                 const Tensor& expert_offsets);
+    // Weight halves only (nothing upstream needs an input gradient from them).
     void embedding(int param, const Tensor& tokens, const Tensor& dout);
-    void grouped_linear(std::vector<int> params, const Tensor& dy, const Tensor& x, const Tensor& expert_offsets);
     void expert_load(int param, const Tensor& expert_offsets);
 
 private:

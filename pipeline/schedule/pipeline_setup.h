@@ -37,7 +37,7 @@ struct PipelineSetup {
 
     int num_stages() const { return spec.virtual_stage_count(); }  // P x V
     int num_ranks() const { return spec.stages; }                  // P
-    int rank_of_stage(int stage) const { return stage % spec.stages; }
+    int stage_of_chunk(int rank, int chunk) const { return chunk * spec.stages + rank; }
     // An iteration consumes m microbatches: one optimizer step (gpipe, 1f1b, 2bw) or m of them (pipedream).
     int64_t steps_per_iteration() const { return spec.microbatches / spec.microbatches_per_step(); }
     int64_t iteration_of_step(int64_t step) const { return step / steps_per_iteration(); }

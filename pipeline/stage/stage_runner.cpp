@@ -185,8 +185,8 @@ bool StageRunner::run_action(const Action& a) {
         case ActionType::recv_activation: return receive(a, activations_in_);
         case ActionType::recv_gradient: return receive(a, gradients_in_);
         case ActionType::forward: forward(a); return true;
-        case ActionType::backward: backward(a); return true;
-        case ActionType::backward_input: backward_input(a); return true;
+        case ActionType::backward: backward(a, false); return true;
+        case ActionType::backward_input: backward(a, true); return true;
         case ActionType::backward_weight: backward_weight(a); return true;
         case ActionType::send_activation: send(a, activations_out_); return true;
         case ActionType::send_gradient: send(a, gradients_out_); return true;
@@ -238,8 +238,10 @@ void StageRunner::forward(const Action& a) {
         activations_out_.emplace(a.microbatch, std::move(y));
 }
 
-// The checks every backward (fused or B) makes: it comes in microbatch order, in its step, after its forward.
-StageRunner::InFlight& StageRunner::start_backward(const Action& a) {
+// The fused backward, or with `input_only` B, the input half of a split one (the stash then keeps what W reads,
+// counted as held from now on). Each backward (or W) adds onto the step's gradient sum, so their order is the
+// order of the sum: it must be the oracle's, microbatch order, whatever the schedule.
+void StageRunner::backward(const Action& a, bool input_only) {
     if (a.microbatch != next_backward_)
         throw std::logic_error(
             fmt::format("backward of microbatch {} when {} is next: gradients are summed "
@@ -251,36 +253,22 @@ StageRunner::InFlight& StageRunner::start_backward(const Action& a) {
     auto it = in_flight_.find(a.microbatch);
     if (it == in_flight_.end() || it->second.input_done)
         throw std::logic_error(fmt::format("backward of microbatch {} before its forward", a.microbatch));
-    return it->second;
-}
-
-void StageRunner::backward(const Action& a) {
-    // Each backward adds onto the step's gradient sum, so their order is the order of the sum: it must be the
-    // oracle's, microbatch order, whatever the schedule.
-    InFlight& f = start_backward(a);
+    InFlight& f = it->second;
     Tensor dy = last_ ? loss_gradient() : take(gradients_in_, a.microbatch, "the output gradient");
     StageMoeObserver moe(meter_, nullptr, a.microbatch, a.version);  // for --trace: the loads were counted forward
     LayerContext ctx{ops_, versions_.at(a.version), &state_.grads, f.batch, &moe};
-    Tensor dx = stage_backward(state_.model, ctx, dy, f.stashes);
+    Tensor dx = input_only ? stage_backward_input(state_.model, ctx, dy, f.stashes)
+                           : stage_backward(state_.model, ctx, dy, f.stashes);
     versions_.release(a.version);
     meter_.stash_released(f.stash_bytes);
-    in_flight_.erase(a.microbatch);
-    ++accumulated_;
-    if (!first_) gradients_out_.emplace(a.microbatch, std::move(dx));
-}
-
-// B: the input gradient for the stage below; the stash keeps what W reads (counted as held from now on).
-void StageRunner::backward_input(const Action& a) {
-    InFlight& f = start_backward(a);
-    Tensor dy = last_ ? loss_gradient() : take(gradients_in_, a.microbatch, "the output gradient");
-    StageMoeObserver moe(meter_, nullptr, a.microbatch, a.version);
-    LayerContext ctx{ops_, versions_.at(a.version), &state_.grads, f.batch, &moe};
-    Tensor dx = stage_backward_input(state_.model, ctx, dy, f.stashes);
-    versions_.release(a.version);
-    f.input_done = true;
-    meter_.stash_released(f.stash_bytes);
-    f.stash_bytes = stash_bytes(f.stashes);
-    meter_.stash_added(f.stash_bytes);
+    if (input_only) {
+        f.input_done = true;
+        f.stash_bytes = stash_bytes(f.stashes);
+        meter_.stash_added(f.stash_bytes);
+    } else {
+        in_flight_.erase(it);
+        ++accumulated_;
+    }
     if (!first_) gradients_out_.emplace(a.microbatch, std::move(dx));
 }
 

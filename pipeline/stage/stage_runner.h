@@ -110,9 +110,7 @@ private:
     bool receive(const Action& a, std::map<int64_t, Tensor>& into);
     void send(const Action& a, std::map<int64_t, Tensor>& from);
     void forward(const Action& a);
-    InFlight& start_backward(const Action& a);
-    void backward(const Action& a);
-    void backward_input(const Action& a);
+    void backward(const Action& a, bool input_only);  // the fused backward, or B of a split one
     void backward_weight(const Action& a);
     bool optimizer_step(const Action& a);
     void begin_step(const Action& a);

@@ -134,9 +134,9 @@ RankStage set_up(const PipelineSetup& setup, const ResumePoint* resume, Transpor
     // Every rank's stages must fit before any rank allocates its own (pipeline/stage/stage_memory.h): a usage error.
     set_up_step(transport, [&] {
         if (!ops) ops = make_ops(setup.options.device);
-        StageMemory need = estimate_stage_memory(setup, rank, ops->activation_dtype());
+        StageMemory need = estimate_stage_memory(setup, setup.stage_of_chunk(rank, 0), ops->activation_dtype());
         for (int c = 1; c < chunks; ++c)
-            need += estimate_stage_memory(setup, c * setup.num_ranks() + rank, ops->activation_dtype());
+            need += estimate_stage_memory(setup, setup.stage_of_chunk(rank, c), ops->activation_dtype());
         require_memory_fits(rank, 1, need, ops->available_memory());
     });
     // --save DIR: rank 0 claims it for the job (locked, room for a checkpoint of every stage) before any rank
