@@ -14,7 +14,8 @@
 # Usage: run/compare.sh [--grid main|cpu|smoke] [--out DIR]
 #   main   `make run`: the delay-sweep default model on fortunes, 1f1b against 2bw (Muon, ef) on 2 ranks, 300
 #          steps each (about 90 s on 2 cores); train points only
-#   cpu    the CPU grid of docs/cluster.md, "Comparing schedules": gpipe 1f1b zb-h1 2bw pipedream x P in {2, 4} x m in {P, 2P}
+#   cpu    the CPU grid of docs/cluster.md, "Comparing schedules": gpipe 1f1b zb-h1 zb-v 2bw pipedream x P in {2, 4} x
+#          m in {P, 2P} (zb-v at P = 4 skipped: its 8 parts need 8 layers, the model has 4)
 #          through bench schedules, and AdamW / Muon under 1f1b, 2bw and 2bw + ef as train points (about 5 minutes)
 #   smoke  seconds: the machinery only (tests/cli/test_compare.sh, tests/slurm/test_slurm.sh)
 # Every knob below can be set in the environment to change a grid (for example BENCH_SCHEDULES="1f1b 2bw").
@@ -47,7 +48,7 @@ case "$grid" in
     d_train_args="--train-iters 300 --lr-warmup-iters 20 --eval-interval 50 --eval-iters 4 --log-interval 50" ;;
   cpu)
     d_model=$DEFAULT_SHAPE; d_mbs=4
-    d_bench_schedules="gpipe 1f1b zb-h1 2bw pipedream"; d_bench_stages="2 4"; d_bench_microbatches="P 2P"
+    d_bench_schedules="gpipe 1f1b zb-h1 zb-v 2bw pipedream"; d_bench_stages="2 4"; d_bench_microbatches="P 2P"
     d_bench_args="--iters 12 --warmup-iters 2"
     d_train_runs="1f1b:adamw 2bw:adamw 2bw:adamw:ef 1f1b:muon 2bw:muon 2bw:muon:ef"; d_train_stages=2
     d_train_microbatches=4
@@ -119,6 +120,11 @@ microbatches_at() {
 # runnable SCHEDULE P M: `nobubble schedule`'s bubble in percent, or why the point cannot run.
 runnable() {
   if [ -n "$MAX_RANKS" ] && [ "$2" -gt "$MAX_RANKS" ]; then echo "needs $2 ranks but the allocation has $MAX_RANKS"; return 1; fi
+  local layers
+  layers=$(sed -n 's/.*--num-layers \([0-9]*\).*/\1/p' <<<"${model[*]}")
+  if [ "$1" = zb-v ] && [ -n "$layers" ] && [ $((2 * $2)) -gt "$layers" ]; then
+    echo "zb-v cuts $((2 * $2)) parts, a block each, and the model has $layers layers"; return 1
+  fi
   simulated "$@"
 }
 simulated() {
@@ -127,9 +133,11 @@ simulated() {
   sed -n 's/^bubble fraction: \([0-9.]*\)%.*/\1/p' <<<"$text"
 }
 # analytic SCHEDULE P M: the formula at backward = 2 x forward: (p-1)/(m+p-1) for 1f1b (and as a yardstick for the
-# rest); zb-h1 with B = W = F: (p-1)/(3m+p-1) (Qi et al.: idle (p-1)(F+B-W) per step against busy m(F+B+W)).
+# rest); zb-h1 with B = W = F: (p-1)/(3m+p-1) (Qi et al.: idle (p-1)(F+B-W) per step against busy m(F+B+W)); zb-v
+# with B = W = F: (p-1)/(6m+p-1) (idle (p-1)F/2, the least of a flushing schedule, reached for m >= 2p-1).
 analytic() {
-  awk -v s="$1" -v p="$2" -v m="$3" 'BEGIN { printf "%.2f", s == "zb-h1" ? 100 * (p - 1) / (3 * m + p - 1) : 100 * (p - 1) / (m + p - 1) }'
+  awk -v s="$1" -v p="$2" -v m="$3" 'BEGIN { d = s == "zb-h1" ? 3 * m : s == "zb-v" ? 6 * m : m
+    printf "%.2f", 100 * (p - 1) / (d + p - 1) }'
 }
 # row KIND NAME SCHEDULE P M OPT FIX STATUS REASON [FIGURES...]: one CSV line in the header's column order, the
 # columns it does not give left empty (no field holds a comma: a reason has its commas replaced).

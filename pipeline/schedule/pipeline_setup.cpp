@@ -18,7 +18,7 @@ PipelineSetup make_pipeline_setup(const RunPlan& plan, int64_t first_iteration) 
     setup.end_iteration = end_iteration(plan.options, first_iteration);
     for (StagePlan& rank_plan : setup.rank_plans)
         std::erase_if(rank_plan, [&](const Action& a) { return setup.iteration_of_step(a.step) < first_iteration; });
-    setup.plans = virtual_stage_plans(setup.rank_plans, setup.spec.virtual_stages);
+    setup.plans = virtual_stage_plans(setup.rank_plans, setup.spec.placement());
     for (const StageSpec& spec : setup.cut) setup.layouts.push_back(StageModel(plan.options.model, spec).layout());
     return setup;
 }
@@ -39,9 +39,11 @@ void check_stages_match_ranks(const TrainOptions& o, int world_size) {
             fmt::format("--stages {} does not match the {} MPI ranks: under mpirun each rank is one "
                         "stage (omit --stages, or start {} ranks)",
                         o.stages, world_size, o.stages));
-    if (world_size > 1 && o.virtual_stages > 1 && o.device == Device::cuda)
-        throw UsageError("--virtual-stages > 1 under mpirun runs on the CPU backend only: the NCCL links join "
-                         "neighbouring ranks, and interleaved chunks also talk from the last rank to the first");
+    if (world_size > 1 && o.schedule_spec().chunks_per_rank() > 1 && o.device == Device::cuda)
+        throw UsageError(fmt::format("--schedule {} with {} chunks per stage under mpirun runs on the CPU backend "
+                                     "only: the NCCL links join neighbouring ranks, and chunks also talk from the "
+                                     "last rank to the first, or to their own rank",
+                                     schedule_kind_name(o.schedule), o.schedule_spec().chunks_per_rank()));
     if (world_size <= 1 && o.stall_rank >= 0)
         throw UsageError("--stall-at-step stalls one rank of an mpirun job; in one process it would stall every "
                          "stage forever");
@@ -53,7 +55,7 @@ bool needs_pipeline(const RunPlan& plan, int world_size) {
     const bool injects_faults = o.fail_at_step >= 0 || o.fail_rank >= 0 || o.stall_at_step >= 0 || o.stall_rank >= 0 ||
                                 o.kill_rank >= 0;
     const bool traces = !o.trace_path.empty();  // only the executor records a trace (one stage: the same bits)
-    return world_size > 1 || o.stages != 1 || o.virtual_stages != 1 || injects_faults || traces ||
+    return world_size > 1 || o.stages != 1 || o.schedule_spec().chunks_per_rank() != 1 || injects_faults || traces ||
            is_asynchronous(o.schedule);
 }
 

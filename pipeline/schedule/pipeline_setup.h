@@ -15,8 +15,8 @@ namespace nb {
 
 struct PipelineSetup {
     TrainOptions options;
-    // With --virtual-stages V > 1 a "stage" here is a virtual stage, one of the P x V parts of the model (chunk c
-    // of rank r is stage c P + r): each has its own runner, state and plan, and the runtime above the transport
+    // With V > 1 chunks per rank a "stage" here is a virtual stage, one of the P x V parts of the model (which chunk
+    // of which rank: spec.placement()): each has its own runner, state and plan, and the runtime above the transport
     // sees P x V stages (src/run/mpi_driver.cpp runs a rank's V of them). With V = 1 a stage is a rank.
     ScheduleSpec spec;                 // kind, P = options.stages, m, T iterations, V
     std::vector<StageSpec> cut;        // partition_model: what each (virtual) stage holds
@@ -37,7 +37,9 @@ struct PipelineSetup {
 
     int num_stages() const { return spec.virtual_stage_count(); }  // P x V
     int num_ranks() const { return spec.stages; }                  // P
-    int stage_of_chunk(int rank, int chunk) const { return chunk * spec.stages + rank; }
+    int chunks_per_rank() const { return spec.chunks_per_rank(); }  // V (zb-v: 2)
+    int stage_of_chunk(int rank, int chunk) const { return spec.placement().part(rank, chunk); }
+    int rank_of_stage(int stage) const { return spec.placement().rank_of(stage); }
     // An iteration consumes m microbatches: one optimizer step (gpipe, 1f1b, 2bw) or m of them (pipedream).
     int64_t steps_per_iteration() const { return spec.microbatches / spec.microbatches_per_step(); }
     int64_t iteration_of_step(int64_t step) const { return step / steps_per_iteration(); }

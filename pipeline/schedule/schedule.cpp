@@ -107,6 +107,53 @@ void append_interleaved_order(int64_t first, int64_t m, int p, int v, int r, std
     for (int64_t k = total - warmup; k < total; ++k) order.push_back(backward(k));
 }
 
+// ZB-V on rank r of p over the microbatches [first, first+m) of one step: chunk 0 runs part r, chunk 1 part
+// 2p-1-r (the V of src/plan/stage_placement.h). The rule is written for n = max(m, 2p-1) microbatches, where each
+// phase is whole; the computes of microbatches >= m are then left out. They exist on no rank, and leaving the same
+// computes out of every rank's order keeps it free of deadlock: each wait that remains is one the whole order had.
+//   warm-up    2(p-r)-1 forwards on chunk 0; r times F1 F0; p-r times F1 B1 W1
+//   steady     while chunk 0 has forwards left or chunk 1's lag behind it: [F0 while any left] B0 W0 F1 B1 W1
+//   cool-down  r times B0 B1 (their W wait); p-r times B0 and the oldest waiting W0; then the waiting W1, then W0
+// Every chunk runs its forwards, its B and its W each in microbatch order.
+void append_zb_v_order(int64_t first, int64_t m, int p, int r, std::vector<Compute>& order) {
+    const int64_t n = std::max<int64_t>(m, 2 * int64_t{p} - 1);
+    std::array<int64_t, 2> forwards{}, inputs{}, weights{};  // per chunk: how many of each have been placed
+    auto place = [&](ActionType type, int chunk) {
+        std::array<int64_t, 2>& count = type == kF ? forwards : type == kBInput ? inputs : weights;
+        const int64_t k = count[static_cast<size_t>(chunk)]++;
+        if (k < m) order.push_back({type, first + k, chunk});
+    };
+    auto backward = [&](int chunk) {
+        place(kBInput, chunk);
+        place(kWWeight, chunk);
+    };
+    for (int i = 0; i < 2 * (p - r) - 1; ++i) place(kF, 0);
+    for (int i = 0; i < r; ++i) {
+        place(kF, 1);
+        place(kF, 0);
+    }
+    for (int i = 0; i < p - r; ++i) {
+        place(kF, 1);
+        backward(1);
+    }
+    while (forwards[1] < forwards[0] || forwards[0] < n) {
+        if (forwards[0] < n) place(kF, 0);
+        backward(0);
+        place(kF, 1);
+        backward(1);
+    }
+    for (int i = 0; i < r; ++i) {
+        place(kBInput, 0);
+        place(kBInput, 1);
+    }
+    for (int i = 0; i < p - r; ++i) {
+        place(kBInput, 0);
+        place(kWWeight, 0);
+    }
+    while (weights[1] < n) place(kWWeight, 1);
+    while (weights[0] < n) place(kWWeight, 0);
+}
+
 // The compute order of stage s over the whole run, phase by phase.
 std::vector<Compute> compute_order(const ScheduleSpec& spec, int s) {
     const int64_t per_step = spec.microbatches_per_step();
@@ -115,7 +162,9 @@ std::vector<Compute> compute_order(const ScheduleSpec& spec, int s) {
     for (const Phase& phase : phases_of(spec)) {
         if (phase.synchronous) {
             for (int64_t t = phase.first_step; t < phase.end_step; ++t) {
-                if (spec.virtual_stages > 1)
+                if (spec.kind == ScheduleKind::zb_v)
+                    append_zb_v_order(t * per_step, per_step, spec.stages, s, order);
+                else if (spec.virtual_stages > 1)
                     append_interleaved_order(t * per_step, per_step, spec.stages, spec.virtual_stages, s, order);
                 else if (spec.kind == ScheduleKind::gpipe)
                     append_gpipe_order(t * per_step, per_step, order);
@@ -134,13 +183,14 @@ std::vector<Compute> compute_order(const ScheduleSpec& spec, int s) {
 
 // Expands stage s's compute order into actions: receive, compute, send; and the optimizer step right after
 // the backward (or W) of the last microbatch of each step.
-// With chunks, each compute runs on its chunk's virtual stage vs = chunk p + s and talks to vs - 1 and vs + 1.
+// With chunks, each compute runs on its chunk's virtual stage vs (spec.placement()) and talks to vs - 1 and vs + 1.
 StagePlan expand_to_actions(const ScheduleSpec& spec, int s, const std::vector<Compute>& order) {
-    const int parts = spec.virtual_stage_count();
+    const StagePlacement placement = spec.placement();
+    const int parts = placement.parts();
     StagePlan plan;
-    plan.reserve(order.size() * 3 + static_cast<size_t>(spec.optimizer_steps() * spec.virtual_stages));
+    plan.reserve(order.size() * 3 + static_cast<size_t>(spec.optimizer_steps() * placement.chunks));
     for (const Compute& c : order) {
-        const int vs = c.chunk * spec.stages + s;
+        const int vs = placement.part(s, c.chunk);
         const bool first_stage = vs == 0, last_stage = vs == parts - 1;
         const int64_t mb = c.microbatch, step = spec.step_of(mb), version = weight_version(spec, s, mb);
         auto add = [&](ActionType type, int peer) { plan.push_back({type, mb, step, version, peer, c.chunk}); };
@@ -267,11 +317,13 @@ int64_t max_versions_held(const std::vector<StagePlan>& plans, int stage) {
     return most;
 }
 
-std::vector<StagePlan> virtual_stage_plans(const std::vector<StagePlan>& rank_plans, int chunks_per_rank) {
-    const int p = static_cast<int>(rank_plans.size());
-    std::vector<StagePlan> plans(static_cast<size_t>(p * chunks_per_rank));
-    for (int r = 0; r < p; ++r)
-        for (const Action& a : rank_plans[r]) plans[static_cast<size_t>(a.chunk * p + r)].push_back(a);
+std::vector<StagePlan> virtual_stage_plans(const std::vector<StagePlan>& rank_plans, const StagePlacement& placement) {
+    if (static_cast<int>(rank_plans.size()) != placement.ranks)
+        throw std::invalid_argument(
+            fmt::format("virtual_stage_plans: {} rank plans for {} ranks", rank_plans.size(), placement.ranks));
+    std::vector<StagePlan> plans(static_cast<size_t>(placement.parts()));
+    for (int r = 0; r < placement.ranks; ++r)
+        for (const Action& a : rank_plans[r]) plans[static_cast<size_t>(placement.part(r, a.chunk))].push_back(a);
     return plans;
 }
 

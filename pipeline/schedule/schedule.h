@@ -53,7 +53,21 @@
 // warm-up forwards (all m v when m == p), then forward and backward alternately, then the rest of the backwards;
 // each chunk's optimizer step after its last backward of the step. Messages go between virtual stages (a
 // forward of part j receives from part j - 1: rank r - 1, or rank p - 1's previous chunk when r = 0), and `peer`
-// names the virtual stage. The per-rank lists are what the simulator times; the executor does not run them yet.
+// names the virtual stage. The per-rank lists are what the simulator times; each virtual stage's own part of them
+// (virtual_stage_plans) is what its runner runs.
+//
+// ZB-V (--schedule zb-v; Qi et al. 2024, "Pipeline Parallelism with Controllable Memory"): two chunks per rank in a
+// V, chunk 0 of rank r on part r, chunk 1 on part 2p-1-r (src/plan/stage_placement.h), every backward split into B
+// and W as in zb-h1. Per step, rank r runs (the rule is stated for max(m, 2p-1) microbatches, then the computes
+// of microbatches >= m are left out):
+//   warm-up    2(p-r)-1 F on chunk 0; then r times F1 F0; then p-r times F1 B1 W1
+//   steady     [F0 while chunk 0 has forwards left] B0 W0 F1 B1 W1, until both chunks have run every forward
+//   cool-down  r times B0 B1; p-r times B0 W0; the W1 still due, then the W0 still due; then each chunk's step
+// (the digits are chunks). Each chunk is half a stage, so a part's F, B and W cost half of a whole stage's. At
+// F = B = W and m >= 2p-1 a step idles (p-1) F/2 per rank, the least any schedule with a flush can (the first
+// microbatch needs p-1 chunk forwards to reach rank p-1): half of zb-h1's (p-1) F. (The paper's zero bubble also
+// starts the next step before this one's optimizer step, which a flush does not.) Every rank holds at most 2p
+// chunk stashes, p stages' worth: 1f1b's stage 0.
 //
 // Communication: before each forward, stage s > 0 receives the activation from s-1; after it, stage s < p-1
 // sends its activation to s+1. Before each backward, stage s < p-1 receives the gradient from s+1; after it,
@@ -93,7 +107,7 @@ struct Action {
     int64_t version;     // forward/backward: weight version used; optimizer_step: version produced (step + 1);
                          // send/recv: the version of the forward/backward on this stage it feeds or comes from
     int peer;            // send/recv: the (virtual) stage sent to / received from; -1 otherwise
-    int chunk = 0;       // the rank's model chunk it runs on: part chunk * p + rank (interleaved 1F1B); else 0
+    int chunk = 0;       // the rank's model chunk it runs on (its part: ScheduleSpec::placement()); else 0
     bool operator==(const Action&) const = default;
 };
 // Short human form: "F3 (step 0, W0)", "B3 (step 0, W0)" (fused), "B3 input (step 0, W0)",
@@ -108,9 +122,9 @@ using StagePlan = std::vector<Action>;
 // One ordered action list per stage (index = stage; with virtual stages, per rank). Validates the spec first.
 std::vector<StagePlan> build_schedule(const ScheduleSpec& spec);
 
-// Each virtual stage's own list, from the ranks' lists: chunk c of rank r is stage c p + r (p = the ranks). With
-// one chunk per rank, the lists themselves.
-std::vector<StagePlan> virtual_stage_plans(const std::vector<StagePlan>& rank_plans, int chunks_per_rank);
+// Each virtual stage's own list, from the ranks' lists: chunk c of rank r is stage placement.part(r, c). With
+// one chunk per rank, the lists themselves. std::invalid_argument unless there is a plan per rank of `placement`.
+std::vector<StagePlan> virtual_stage_plans(const std::vector<StagePlan>& rank_plans, const StagePlacement& placement);
 
 // The most weight versions `stage` must hold at once: the newest version, plus every existing version that a
 // forward or backward still to come on that stage uses (stashed versions of microbatches in flight, and the

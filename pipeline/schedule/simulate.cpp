@@ -28,9 +28,15 @@ struct Channel {
 
 class Simulator {
 public:
-    Simulator(const std::vector<StagePlan>& plans, const SimCosts& costs)
-        : plans_(plans), costs_(costs), p_(static_cast<int>(plans.size())), v_(chunks_of(plans)),
-          next_(plans.size(), 0), clock_(plans.size(), 0.0) {
+    Simulator(const std::vector<StagePlan>& plans, const SimCosts& costs, const StagePlacement& placement)
+        : plans_(plans), costs_(costs), placement_(placement), p_(static_cast<int>(plans.size())),
+          v_(placement.chunks), next_(plans.size(), 0), clock_(plans.size(), 0.0) {
+        if (p_ != placement.ranks)
+            throw std::invalid_argument(
+                fmt::format("simulate: {} plans for a placement over {} ranks", p_, placement.ranks));
+        if (!costs.part_scale.empty() && costs.part_scale.size() != static_cast<size_t>(placement.parts()))
+            throw std::invalid_argument(fmt::format("simulate: part_scale has {} entries for {} parts",
+                                                    costs.part_scale.size(), placement.parts()));
         result_.busy_ms.assign(plans.size(), 0.0);
         result_.timeline.resize(plans.size());
         for (int s = 0; s < p_; ++s) {
@@ -54,6 +60,7 @@ public:
 private:
     const std::vector<StagePlan>& plans_;
     const SimCosts& costs_;
+    const StagePlacement placement_;
     const int p_;
     const int v_;  // chunks per rank (1 without virtual stages)
     std::vector<size_t> next_;   // per stage: index of its next action
@@ -61,22 +68,19 @@ private:
     std::unordered_map<int64_t, Channel> channels_;
     SimResult result_;
 
-    static int chunks_of(const std::vector<StagePlan>& plans) {
-        int most = 0;
-        for (const StagePlan& plan : plans)
-            for (const Action& a : plan) most = std::max(most, a.chunk);
-        return most + 1;
-    }
-
     // The virtual stage an action of rank s runs on (the rank itself without virtual stages).
-    int virtual_stage(int s, const Action& a) const { return a.chunk * p_ + s; }
+    int virtual_stage(int s, const Action& a) const { return placement_.part(s, a.chunk); }
 
     void check_peers(int s) const {
-        for (const Action& a : plans_[s])
+        for (const Action& a : plans_[s]) {
+            if (a.chunk < 0 || a.chunk >= v_)
+                throw std::invalid_argument(
+                    fmt::format("stage {}: {} runs on chunk {} of {}", s, describe(a), a.chunk, v_));
             if ((is_send(a.type) || is_recv(a.type)) &&
                 (a.peer < 0 || a.peer >= p_ * v_ || a.peer == virtual_stage(s, a)))
                 throw std::invalid_argument(
                     fmt::format("stage {}: {} names an invalid peer", s, describe(a)));
+        }
     }
 
     // The channel between two virtual stages, one way, for activations or gradients.
@@ -110,7 +114,8 @@ private:
                 clock_[s] = std::max(start, ch.arrival_ms[ch.received]);
                 ++ch.received;
             } else {
-                const double cost = action_cost_ms(a.type, costs_) / v_;
+                const double scale = costs_.part_scale.empty() ? 1.0 : costs_.part_scale[static_cast<size_t>(vs)];
+                const double cost = action_cost_ms(a.type, costs_) * scale / v_;
                 clock_[s] = start + cost;
                 result_.busy_ms[s] += cost;
             }
@@ -128,7 +133,7 @@ private:
                                       a.microbatch, a.peer);
         if (ch.received < ch.microbatches.size())
             why += fmt::format(", but stage {} sent microbatch {} next", a.peer, ch.microbatches[ch.received]);
-        else if (const int rank = a.peer % p_; next_[rank] >= plans_[rank].size())
+        else if (const int rank = placement_.rank_of(a.peer); next_[rank] >= plans_[rank].size())
             why += fmt::format(", but stage {} has finished", a.peer);
         return why;
     }
@@ -160,6 +165,9 @@ void SimCosts::validate() const {
     for (const auto& [flag, value] : others)
         if (!(value >= 0) || !std::isfinite(value))
             throw UsageError(fmt::format("{} must be >= 0, got {}", flag, value));
+    for (double scale : part_scale)
+        if (!(scale >= 0) || !std::isfinite(scale))
+            throw UsageError(fmt::format("a part's cost scale must be finite and >= 0, got {}", scale));
 }
 
 double action_cost_ms(ActionType type, const SimCosts& costs) {
@@ -173,8 +181,12 @@ double action_cost_ms(ActionType type, const SimCosts& costs) {
     }
 }
 
+SimResult simulate(const std::vector<StagePlan>& plans, const SimCosts& costs, const StagePlacement& placement) {
+    return Simulator(plans, costs, placement).run();
+}
+
 SimResult simulate(const std::vector<StagePlan>& plans, const SimCosts& costs) {
-    return Simulator(plans, costs).run();
+    return simulate(plans, costs, StagePlacement{static_cast<int>(plans.size()), 1, PlacementShape::loop});
 }
 
 }  // namespace nb

@@ -6,9 +6,10 @@
 // (from, to, activation|gradient) matches the k-th send on it. When no stage can progress before all are done
 // the run is a deadlock, reported with what each stuck stage waits for.
 //
-// With virtual stages (interleaved 1F1B: actions on chunks 0..v-1 of each rank, peers named by virtual stage) a
-// plan is one rank's list, channels join virtual stages, and a chunk's compute costs 1/v of the costs given: they
-// are a whole stage's share of the model (p stages), of which a chunk holds 1/v.
+// With virtual stages (interleaved 1F1B, zb-v: actions on chunks 0..v-1 of each rank, peers named by virtual stage)
+// a plan is one rank's list, the placement says which virtual stage each chunk runs, channels join virtual stages,
+// and a chunk's compute costs 1/v of the costs given: they are a whole stage's share of the model (p stages), of
+// which a chunk holds 1/v.
 //
 // The simulation is event-driven (a stage runs until it blocks; a send wakes the stage waiting on its
 // channel), so it costs O(total actions).
@@ -27,8 +28,12 @@ struct SimCosts {
     double backward_weight_ms = 1;  // W, the weight half; a fused backward costs B + W
     double p2p_ms = 0;
     double optimizer_ms = 0;
+    // Per virtual stage (part of the model), its compute time relative to an even part's (1 / parts of the model),
+    // which the costs above are: a part with twice an even part's FLOPs takes twice as long. Empty: every part 1.
+    std::vector<double> part_scale;
     double backward_ms() const { return backward_input_ms + backward_weight_ms; }
-    // nb::UsageError naming the flag: forward_ms > 0 (it is the timeline's column width), the others >= 0.
+    // nb::UsageError naming the flag: forward_ms > 0 (it is the timeline's column width), the others >= 0; each
+    // part_scale finite and >= 0.
     void validate() const;
 };
 
@@ -50,6 +55,11 @@ struct SimResult {
     std::string deadlock_reason;                     // which stage waits for what
 };
 
+// One plan per rank of `placement`. std::invalid_argument for a plan count that is not its ranks, an action on a
+// chunk it does not have, a send or receive whose peer is no other virtual stage, or a part_scale that is not
+// empty and not one per part.
+SimResult simulate(const std::vector<StagePlan>& plans, const SimCosts& costs, const StagePlacement& placement);
+// One chunk per rank: stage s is rank s.
 SimResult simulate(const std::vector<StagePlan>& plans, const SimCosts& costs);
 
 }  // namespace nb

@@ -128,7 +128,7 @@ std::string render_timeline(const SimResult& result, const SimCosts& costs, cons
     const int64_t columns = std::max<int64_t>(1, std::llround(std::ceil(result.makespan_ms / unit)));
     if (columns * width <= options.max_width_chars) {
         out += fmt::format(
-            "timeline: one column = {:g} ms; F<mb> forward, B<mb> backward (zb-h1: its input half), W<mb> its weight "
+            "timeline: one column = {:g} ms; F<mb> forward, B<mb> backward (zb-h1, zb-v: its input half), W<mb> its weight "
             "half, S<v> optimizer step (makes version v), "
             "--- the same action continued, | optimizer step of no cost, . idle\n",
             unit);

@@ -73,6 +73,9 @@ std::string StageRunner::next_task() const {
     if (step_begun_) return describe(task) + ": the all-gather of every stage's clip sums (--clip-scope global)";
     if (task.kind == StageTask::Kind::evaluate && !first_)
         return fmt::format("{}: its input from stage {}", describe(task), stage_ - 1);
+    if (turns_ && task.kind == StageTask::Kind::action && uses_weights(task.action.type) &&
+        !turns_->is_turn(task.action.chunk))
+        return fmt::format("{}: its turn, after the rank's chunk {} computes", describe(task), turns_->next_chunk());
     return describe(task);
 }
 
@@ -101,6 +104,11 @@ bool StageRunner::try_advance() {
         return true;  // the next task may be another one now
     }
     post_receives_ahead();  // again: the gate may have opened an iteration
+    const bool computes = task.kind == StageTask::Kind::action && uses_weights(task.action.type);
+    if (computes && turns_ && !turns_->is_turn(task.action.chunk)) {
+        meter_.blocked(task, false);  // another chunk of this rank computes first
+        return false;
+    }
     inject_fault(task);
     const bool step_begun_before = step_begun_;
     if (!run(task)) {
@@ -109,6 +117,7 @@ bool StageRunner::try_advance() {
         return false;
     }
     meter_.task_ran(task);
+    if (computes && turns_) turns_->took(task.action.chunk);
     ++next_;
     return true;
 }

@@ -47,6 +47,7 @@
 #include "model/stage_model.h"
 #include "optim/lr_schedule.h"
 #include "pipeline/schedule/pipeline_setup.h"
+#include "pipeline/stage/compute_turns.h"
 #include "pipeline/stage/stage_clock.h"
 #include "pipeline/stage/stage_meter.h"
 #include "pipeline/stage/stage_state.h"
@@ -83,6 +84,9 @@ public:
     // anything (RuntimeError naming `source`).
     void restore(const std::map<std::string, const Tensor*>& saved, int64_t steps_taken, LoaderPosition data,
                  const std::string& source);
+    // With several chunks on this rank: compute only in `turns`'s order (pipeline/stage/compute_turns.h), which must
+    // outlive the runner. Without: each compute as soon as this runner's own list allows.
+    void follow_turns(ComputeTurns& turns) { turns_ = &turns; }
     // The stages' agreement on where the run stops (stage 0's collector follows it).
     const StopVote& stop_vote() const { return vote_; }
 
@@ -145,6 +149,7 @@ private:
     size_t next_ = 0;          // the task to run next
     size_t posted_until_ = 0;  // receives of tasks before this are posted
     bool tasks_dropped_ = false;  // the tasks after an agreed early stop are gone
+    ComputeTurns* turns_ = nullptr;  // the rank's order of its chunks' computes, when it has several
 
     std::map<int64_t, InFlight> in_flight_;      // by microbatch
     std::map<int64_t, Tensor> activations_in_;   // received, waiting for their forward

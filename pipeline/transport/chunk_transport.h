@@ -1,8 +1,10 @@
-// ChunkTransport: the endpoint of one virtual stage on a rank that holds several (--virtual-stages V > 1, where
-// chunk c of rank r is virtual stage c P + r). The runtime above sees P V stages; the rank's one transport (MPI)
-// sees P ranks. What each call becomes:
+// ChunkTransport: the endpoint of one virtual stage on a rank that holds several (V > 1 chunks per rank; which
+// virtual stage each chunk of each rank is, the ChunkStages table says: the schedule's placement,
+// src/plan/stage_placement.h, made into a table by the driver). The runtime above sees P V stages; the
+// rank's one transport (MPI) sees P ranks. What each call becomes:
 //
-//   tensors, values   to or from virtual stage t: rank t % P, with the tag's index made unique per chunk pair,
+//   tensors, values   to or from virtual stage t: the rank that runs it (its own rank too: zb-v's part P-1 hands
+//                     to part P on rank P-1), with the tag's index made unique per chunk pair,
 //                     index' = (index V + from_chunk) V + to_chunk, so that two chunks' messages between the same two
 //                     ranks never match each other's receives.
 //   all-gathers       every chunk of the rank starts it (the runner's optimizer steps and stop votes do, in the same
@@ -21,12 +23,31 @@
 
 namespace nb {
 
+// Which virtual stage chunk c of rank r is: stage_of[r][c], every rank with as many chunks, every stage in
+// [0, ranks x chunks) once (std::invalid_argument otherwise).
+class ChunkStages {
+public:
+    explicit ChunkStages(std::vector<std::vector<int>> stage_of);
+    int ranks() const { return static_cast<int>(stage_of_.size()); }
+    int chunks() const { return static_cast<int>(stage_of_.front().size()); }
+    int parts() const { return ranks() * chunks(); }
+    int part(int rank, int chunk) const;  // std::out_of_range outside the table
+    int rank_of(int stage) const;         // std::out_of_range outside [0, parts())
+    int chunk_of(int stage) const;
+
+private:
+    std::vector<std::vector<int>> stage_of_;
+    std::vector<int> rank_of_, chunk_of_;  // by stage
+};
+
 // What a rank's chunks share: the rank's transport and the all-gathers they have started.
 class ChunkHub {
 public:
-    ChunkHub(Transport& rank_transport, int chunks) : rank_(rank_transport), chunks_(chunks) {}
+    // `stages` has the rank transport's ranks (std::logic_error otherwise).
+    ChunkHub(Transport& rank_transport, ChunkStages stages);
     Transport& rank_transport() { return rank_; }
-    int chunks() const { return chunks_; }
+    const ChunkStages& stages() const { return stages_; }
+    int chunks() const { return stages_.chunks(); }
     void start_allgather(int chunk, MessageTag tag, std::vector<double> values, const std::vector<int64_t>& counts);
     std::optional<std::vector<std::vector<double>>> try_take_allgather(int chunk, MessageTag tag);
 
@@ -40,7 +61,7 @@ private:
         std::vector<bool> taken;
     };
     Transport& rank_;
-    const int chunks_;
+    const ChunkStages stages_;
     std::map<MessageTag, Gather> gathers_;
 };
 
@@ -63,14 +84,14 @@ public:
     [[noreturn]] void abort(int exit_code) override;
 
 private:
-    int rank_of(int stage) const { return stage % ranks_; }
     // The rank transport's tag of a message from chunk `from_chunk` to chunk `to_chunk`.
     MessageTag rank_tag(MessageTag tag, int from_chunk, int to_chunk) const;
     void check_stage(int stage, const char* what) const;
 
     ChunkHub& hub_;
     Transport& rank_;
-    const int chunk_, ranks_, chunks_;
+    const ChunkStages& stages_;
+    const int chunk_;
 };
 
 // The rank's V chunk endpoints over `rank_transport` (index = chunk), sharing `hub`.

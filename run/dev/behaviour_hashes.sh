@@ -32,8 +32,9 @@ record() {  # record NAME COMMAND...
 record train_tiny "$nb" train "${flags[@]}" --train-iters 8 --lr-warmup-iters 2 --lr-decay-style cosine
 record train_tiny_tied "$nb" train "${tied[@]}"
 for schedule in $schedules; do
-  record "ref_${schedule}_p3" "$nb" reference "${flags[@]}" --schedule "$schedule" --stages 3 --num-microbatches 3
-  record "inproc_${schedule}_p3" "$nb" train "${flags[@]}" --schedule "$schedule" --stages 3 --num-microbatches 3
+  layers=(); [ "$schedule" = zb-v ] && layers=(--num-layers 6)  # two parts per stage, a block each
+  record "ref_${schedule}_p3" "$nb" reference "${flags[@]}" "${layers[@]}" --schedule "$schedule" --stages 3 --num-microbatches 3
+  record "inproc_${schedule}_p3" "$nb" train "${flags[@]}" "${layers[@]}" --schedule "$schedule" --stages 3 --num-microbatches 3
 done
 record mpi_1f1b_p3 mpirun --oversubscribe -np 3 "$nb" train "${flags[@]}" --schedule 1f1b --num-microbatches 3
 record mpi_2bw_p2 mpirun --oversubscribe -np 2 "$nb" train "${flags[@]}" --schedule 2bw --num-microbatches 4

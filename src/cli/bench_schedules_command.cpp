@@ -1,7 +1,7 @@
 // `nobubble bench schedules`: the throughput comparison of the schedules on one config (docs/DESIGN.md section 5,
 // `nobubble bench`). The same model, data, seed and tokens per step run under gpipe, 1f1b, 2bw and pipedream for
-// a fixed number of iterations (and zb-h1, the zero-bubble sync schedule, and with --virtual-stages V interleaved
-// 1F1B as a row "1f1b-vV"), each on the pipeline executor: under mpirun one stage per rank (P = the number of
+// a fixed number of iterations (and zb-h1 and zb-v, the zero-bubble sync schedules, and with --virtual-stages V
+// interleaved 1F1B as a row "1f1b-vV"), each on the pipeline executor: under mpirun one stage per rank (P = the number of
 // ranks), the real parallel measurement; without mpirun all P stages in this one process, one after another,
 // which checks the plumbing but measures no parallelism (said so in the output).
 //
@@ -52,7 +52,7 @@ struct BenchSchedulesFlags {
     int64_t iters = 12;
     int64_t warmup_iters = 2;
     int stages = 2;  // in one process; under mpirun the number of ranks
-    std::vector<std::string> schedules = {"gpipe", "1f1b", "zb-h1", "2bw", "pipedream"};
+    std::vector<std::string> schedules = {"gpipe", "1f1b", "zb-h1", "zb-v", "2bw", "pipedream"};
     int virtual_stages = 1;  // > 1: 1f1b also runs interleaved, V chunks per stage (a row of its own)
     CutFlags cut;  // --pipeline-cut, --pipeline-layout
     double lr = 1e-3;
@@ -153,12 +153,12 @@ ScheduleResult result_of(const TrainOptions& o, const PipelineSummary& s, int64_
     ScheduleResult r;
     r.schedule = o.schedule;
     r.name = std::string(schedule_kind_name(o.schedule));
-    if (o.virtual_stages > 1) r.name += fmt::format("-v{}", o.virtual_stages);
+    if (o.schedule == ScheduleKind::one_f_one_b && o.virtual_stages > 1) r.name += fmt::format("-v{}", o.virtual_stages);
     r.micro_batch_size = o.micro_batch_size;
     r.num_microbatches = o.num_microbatches;
     double seconds = 0, busy = 0, wall = 0;
     for (size_t t = static_cast<size_t>(warmup); t < s.iterations.size(); ++t) {
-        const IterationTiming it = per_rank_timing(s.iterations[t], o.stages);  // a rank's chunks share its time
+        const IterationTiming it = per_rank_timing(s.iterations[t], o.schedule_spec().placement());  // chunks share a rank
         seconds += it.seconds;
         for (size_t k = 0; k < it.busy_s.size(); ++k) busy += it.busy_s[k], wall += it.wall_s[k];
     }
@@ -277,7 +277,16 @@ int run_bench_schedules(const BenchSchedulesFlags& f) {
     std::vector<ScheduleKind> schedules;
     for (const auto& name : f.schedules) schedules.push_back(parse_schedule_kind(name));
     const std::vector<BenchRow> rows = rows_of(f, schedules);
-    for (const BenchRow& row : rows) plan_for(f, row, f.data.empty() ? "-" : f.data, stages);
+    for (const BenchRow& row : rows) {
+        try {
+            plan_for(f, row, f.data.empty() ? "-" : f.data, stages);
+        } catch (const UsageError& e) {
+            // A row with chunks cuts its own P x V parts: name it, as it may be the only row that does not fit.
+            const bool chunked = row.schedule == ScheduleKind::zb_v || row.virtual_stages > 1;
+            if (!chunked) throw;
+            throw UsageError(fmt::format("--schedules {}: {}", schedule_kind_name(row.schedule), e.what()));
+        }
+    }
 
     std::unique_ptr<SyntheticCorpus> corpus;
     if (f.data.empty()) corpus = std::make_unique<SyntheticCorpus>(f.seed);
@@ -291,7 +300,8 @@ int run_bench_schedules(const BenchSchedulesFlags& f) {
         const std::optional<PipelineSummary> summary = run_pipeline_training(plan, quiet);
         if (!summary) continue;  // not stage 0
         results.push_back(result_of(plan.options, *summary, f.warmup_iters));
-        results.back().sim_bubble = simulate(build_schedule(plan.schedule), SimCosts{}).bubble_fraction;
+        const SimResult simulated = simulate(build_schedule(plan.schedule), SimCosts{}, plan.schedule.placement());
+        results.back().sim_bubble = simulated.bubble_fraction;
         if (parameters == 0)
             for (const ParamLayout& l : make_pipeline_setup(plan).layouts) parameters += l.trainable_numel();
     }

@@ -14,6 +14,7 @@
 #include "optim/optimizer_registry.h"
 #include "optim/stage_optimizer.h"
 #include "pipeline/schedule/schedule.h"
+#include "pipeline/schedule/simulate.h"
 #include "pipeline/stage/stage_memory.h"
 #include "src/core/byte_size.h"
 #include "src/core/error.h"
@@ -29,6 +30,7 @@ struct InfoFlags {
     ModelFlags model;
     CutFlags cut;
     int stages = 1;
+    int virtual_stages = 1;  // > 1: an interleaved 1F1B column, 1f1b-vV
     int64_t micro_batch_size = 8;
     int64_t seq_length = 256;
     int64_t num_microbatches = 8;
@@ -175,43 +177,108 @@ void print_optimizer_state(const ModelConfig& c, const std::vector<StageSpec>& s
     }
 }
 
-// Per schedule, what each stage holds at once, read off the schedule's own plan (pipeline/schedule/schedule.h), and the
-// stage's memory with it.
+// One column of the per-schedule table: a schedule, the cut it runs on (the plan's; a schedule with several chunks
+// per stage cuts its own P x V parts), its plans per rank and per part. `why_none`: why it has no plan here.
+struct ScheduleColumn {
+    std::string name;
+    ScheduleSpec spec;
+    std::vector<StageSpec> cut;  // per part
+    std::vector<StagePlan> rank_plans, part_plans;
+    std::string why_none;
+};
+
+ScheduleColumn schedule_column(const ModelConfig& c, const InfoFlags& f, const std::vector<StageSpec>& plan_cut,
+                               ScheduleKind kind, int virtual_stages) {
+    ScheduleColumn col;
+    col.spec = {kind, f.stages, f.num_microbatches, plan_iterations(f.stages, f.num_microbatches)};
+    col.spec.virtual_stages = virtual_stages;
+    col.name = std::string(schedule_kind_name(kind)) + (virtual_stages > 1 ? fmt::format("-v{}", virtual_stages) : "");
+    try {
+        col.spec.validate();
+        if (col.spec.chunks_per_rank() == 1) {
+            col.cut = plan_cut;
+        } else {
+            TrainOptions o = plan_options(c, f);
+            o.schedule = kind;
+            o.virtual_stages = virtual_stages;
+            col.cut = choose_pipeline_cut(o, run_memory_fits(o)).stages;
+        }
+    } catch (const UsageError& e) {  // 2bw needs m >= p; 2P parts need 2P layers: the column says which
+        const std::string what = e.what();
+        col.why_none = what.find("layers") != std::string::npos ? "too few layers"
+                       : what.find("layout") != std::string::npos ? "layout: P counts" : "needs m >= p";
+        return col;
+    }
+    col.rank_plans = build_schedule(col.spec);
+    col.part_plans = virtual_stage_plans(col.rank_plans, col.spec.placement());
+    return col;
+}
+
+// "blocks 0 | 1-2 | 3-4 | 5, rank 0 parts 0 + 3, rank 1 parts 1 + 2": a chunked column's cut and which rank runs what.
+std::string describe_parts(const ScheduleColumn& col) {
+    const StagePlacement placement = col.spec.placement();
+    std::vector<std::string> ranks;
+    for (int r = 0; r < placement.ranks; ++r) {
+        std::vector<int> parts;
+        for (int chunk = 0; chunk < placement.chunks; ++chunk) parts.push_back(placement.part(r, chunk));
+        ranks.push_back(fmt::format("rank {} parts {}", r, fmt::join(parts, " + ")));
+    }
+    return fmt::format("{}, {}", describe_cut(col.cut), fmt::join(ranks, ", "));
+}
+
+// The bubble the simulator predicts for the column's plans when each part's F, B and W take its share of the forward
+// + backward FLOPs (a third each: B and W each cost about a forward) relative to an even part's.
+double predicted_bubble(const ModelConfig& c, const InfoFlags& f, const ScheduleColumn& col) {
+    SimCosts costs;
+    double total = 0;
+    for (const StageSpec& sp : col.cut) total += stage_flops_per_token(c, sp, f.seq_length).training();
+    const double even = total / static_cast<double>(col.cut.size());
+    for (const StageSpec& sp : col.cut) costs.part_scale.push_back(stage_flops_per_token(c, sp, f.seq_length).training() / even);
+    return simulate(col.rank_plans, costs, col.spec.placement()).bubble_fraction;
+}
+
+// Per schedule, what each stage (rank) holds at once, read off the schedule's own plan (pipeline/schedule/schedule.h),
+// and the stage's memory with it (with chunks, the sum of its parts'); then the bubble each is predicted to have on
+// its cut.
 void print_schedules(const ModelConfig& c, const InfoFlags& f, const std::vector<StageSpec>& specs) {
     const TrainOptions o = plan_options(c, f);
-    const std::vector<ScheduleKind> kinds = kScheduleKinds.values();
-    fmt::print("per schedule at --num-microbatches {}: weight versions held (v), microbatches in flight (mb) and the "
-               "stage's total (f32, AdamW):\n", f.num_microbatches);
+    std::vector<ScheduleColumn> cols;
+    for (const ScheduleKind kind : kScheduleKinds.values()) cols.push_back(schedule_column(c, f, specs, kind, 1));
+    if (f.virtual_stages > 1) cols.push_back(schedule_column(c, f, specs, ScheduleKind::one_f_one_b, f.virtual_stages));
+    fmt::print("per schedule at --num-microbatches {}: weight versions held (v), microbatches in flight (mb; with chunks "
+               "per stage, chunk stashes) and the stage's total (f32, AdamW):\n", f.num_microbatches);
     fmt::print("  {:>5}", "stage");
-    for (const ScheduleKind kind : kinds) fmt::print("  {:>22}", schedule_kind_name(kind));
+    for (const ScheduleColumn& col : cols) fmt::print("  {:>22}", col.name);
     fmt::print("\n");
-    std::vector<std::vector<StagePlan>> plans;
-    for (const ScheduleKind kind : kinds) {
-        const ScheduleSpec spec{kind, f.stages, f.num_microbatches, plan_iterations(f.stages, f.num_microbatches)};
-        try {
-            spec.validate();
-        } catch (const UsageError&) {  // 2bw needs m >= p: no plan, the column says why
-            plans.emplace_back();
-            continue;
-        }
-        plans.push_back(build_schedule(spec));
-    }
-    for (size_t s = 0; s < specs.size(); ++s) {
-        const ParamLayout layout = StageModel(c, specs[s]).layout();
-        fmt::print("  {:>5}", s);
-        for (const std::vector<StagePlan>& plan : plans) {
-            if (plan.empty()) {
-                fmt::print("  {:>22}", "needs m >= p");
+    for (int r = 0; r < f.stages; ++r) {
+        fmt::print("  {:>5}", r);
+        for (const ScheduleColumn& col : cols) {
+            if (col.rank_plans.empty()) {
+                fmt::print("  {:>22}", col.why_none);
                 continue;
             }
-            const int stage = static_cast<int>(s);
-            const StageLoad load{max_versions_held(plan, stage), max_in_flight(plan, stage)};
-            const StageMemory m = estimate_stage_memory(o, specs[s], layout, load, DType::f32);
-            fmt::print("  {:>22}", fmt::format("{} v {:>3} mb {:>9}", load.versions_held,
-                                               load.microbatches_in_flight, format_bytes(m.total_bytes())));
+            const StagePlacement placement = col.spec.placement();
+            int64_t total_bytes = 0;
+            for (int chunk = 0; chunk < placement.chunks; ++chunk) {
+                const int part = placement.part(r, chunk);
+                const StageSpec& sp = col.cut[static_cast<size_t>(part)];
+                const StageLoad load{max_versions_held(col.part_plans, part), max_in_flight(col.part_plans, part)};
+                total_bytes += estimate_stage_memory(o, sp, StageModel(c, sp).layout(), load, DType::f32).total_bytes();
+            }
+            fmt::print("  {:>22}", fmt::format("{} v {:>3} mb {:>9}", max_versions_held(col.rank_plans, r),
+                                               max_in_flight(col.rank_plans, r), format_bytes(total_bytes)));
         }
         fmt::print("\n");
     }
+    fmt::print("  {:>5}", "bubble");
+    for (const ScheduleColumn& col : cols)
+        fmt::print("  {:>22}", col.rank_plans.empty() ? "-" : percent(predicted_bubble(c, f, col), 1.0));
+    fmt::print("\n  (bubble: the simulator's over {} iterations, each part's F, B and W a third of its forward + "
+               "backward FLOPs; zb-v and interleaved on their own cut into P x V parts:",
+               plan_iterations(f.stages, f.num_microbatches));
+    for (const ScheduleColumn& col : cols)
+        if (col.spec.chunks_per_rank() > 1 && !col.cut.empty()) fmt::print(" {} {};", col.name, describe_parts(col));
+    fmt::print(")\n");
 }
 
 int print_info(const InfoFlags& f) {
@@ -244,6 +311,9 @@ Command add_info_command(CLI::App& app) {
     auto flags = std::make_shared<InfoFlags>();
     add_model_flags(*sub, flags->model);
     sub->add_option("--stages", flags->stages, "Pipeline stages to plan for")->capture_default_str();
+    sub->add_option("--virtual-stages", flags->virtual_stages,
+                    "Adds interleaved 1F1B with V chunks per stage (a column 1f1b-vV, on its own cut into P x V parts)")
+        ->capture_default_str();
     add_cut_flags(*sub, flags->cut);
     sub->add_option("--micro-batch-size", flags->micro_batch_size, "Sequences per microbatch (activation memory)")
         ->capture_default_str();

@@ -24,7 +24,11 @@ struct ScheduleFlags {
 void print_header(const ScheduleSpec& spec, const SimCosts& costs) {
     fmt::print("schedule {}: {} stage(s), {} microbatch(es) per iteration, {} iteration(s), {} optimizer step(s)",
                schedule_kind_name(spec.kind), spec.stages, spec.microbatches, spec.steps, spec.optimizer_steps());
-    if (spec.virtual_stages > 1)
+    if (spec.kind == ScheduleKind::zb_v)
+        fmt::print(", in a V: 2 chunks per stage, chunk 0 of stage s on part s and chunk 1 on part {} - s (F3:1 is "
+                   "microbatch 3 on chunk 1)",
+                   spec.virtual_stage_count() - 1);
+    else if (spec.chunks_per_rank() > 1)
         fmt::print(", interleaved: {} chunks per stage ({} parts; F3:1 is microbatch 3 on chunk 1)", spec.virtual_stages,
                    spec.virtual_stage_count());
     if (spec.sync_start > 0 || spec.sync_cooldown > 0)
@@ -51,7 +55,7 @@ int print_schedule(ScheduleFlags& f) {
     if (f.backward_ms && !(*f.backward_ms >= 0)) throw UsageError(fmt::format("--backward-ms must be >= 0, got {}", *f.backward_ms));
     f.costs.validate();
     const std::vector<StagePlan> plans = build_schedule(f.spec);
-    const SimResult result = simulate(plans, f.costs);
+    const SimResult result = simulate(plans, f.costs, f.spec.placement());
     print_header(f.spec, f.costs);
     fmt::print("{}", render_timeline(result, f.costs));
     if (result.deadlock) throw RuntimeError(result.deadlock_reason);  // a bug in a builder, never the user's
@@ -87,7 +91,7 @@ Command add_schedule_command(CLI::App& app) {
     auto* backward = sub->add_option("--backward-ms", flags->backward_ms,
                                      "Cost of one fused backward (sets the input and weight halves to half of it each)");
     auto* input = sub->add_option("--backward-input-ms", costs.backward_input_ms,
-                                  "Cost of B, a backward's input half (zb-h1 runs it apart)")
+                                  "Cost of B, a backward's input half (zb-h1 and zb-v run it apart)")
                       ->capture_default_str();
     auto* weight = sub->add_option("--backward-weight-ms", costs.backward_weight_ms,
                                    "Cost of W, a backward's weight half; a fused backward costs B + W")

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "src/plan/rank_balance.h"
+
 namespace nb {
 
 StageCut choose_pipeline_cut(const TrainOptions& o, const StageFits& fits) {
-    const int parts = o.stages * o.virtual_stages;  // with --virtual-stages, one part per chunk of each stage
+    const int parts = o.schedule_spec().virtual_stage_count();  // with chunks, one part per chunk of each stage
     if (!o.pipeline_layout.empty()) {
         std::vector<StageSpec> stages = partition_model_by_layout(o.model, parts, o.pipeline_layout);
         return {stages, std::vector<StageBound>(stages.size(), StageBound::layout), true};
@@ -16,7 +18,13 @@ StageCut choose_pipeline_cut(const TrainOptions& o, const StageFits& fits) {
             std::vector<StageSpec> stages = partition_model(o.model, parts);
             return {stages, std::vector<StageBound>(stages.size(), StageBound::params), true};
         }
-        case PipelineCut::cost: return partition_model_by_cost(o.model, parts, o.seq_length, fits);
+        case PipelineCut::cost: {
+            StageCut cut = partition_model_by_cost(o.model, parts, o.seq_length, fits);
+            // With chunks the slowest rank sets the pace, not the slowest part (src/plan/rank_balance.h).
+            cut.stages = balance_ranks(o.model, o.seq_length, o.schedule_spec().placement(), cut.stages,
+                                       cut.fits_memory ? fits : StageFits{});
+            return cut;
+        }
     }
     throw std::logic_error("choose_pipeline_cut: unknown --pipeline-cut");
 }

@@ -48,7 +48,7 @@ void check_clip_scope_and_ties(const TrainOptions& o) {
                                          ? "an asynchronous schedule clips each stage by its own norm"
                                          : "a synchronous schedule clips by the global norm",
                                      clip_scope_name(wanted)));
-    if (o.model.tie_embeddings && o.stages * o.virtual_stages > 1)
+    if (o.model.tie_embeddings && o.schedule_spec().virtual_stage_count() > 1)
         throw UsageError("tied embeddings across stages are not built yet: use --untie-embeddings-and-output-weights");
 }
 
@@ -104,10 +104,7 @@ void check_watchdog(const TrainOptions& o) {
 }  // namespace
 
 RunPlan make_run_plan(const TrainOptions& o, const StageFits& fits) {
-    RunPlan plan{o,
-                 {o.schedule, o.stages, o.num_microbatches, o.train_iters, o.sync_start, o.sync_cooldown,
-                  o.virtual_stages},
-                 {}};
+    RunPlan plan{o, o.schedule_spec(), {}};
     const bool counts_ok = o.train_iters > 0 && o.num_microbatches > 0;
     check_each_flag(o, counts_ok ? plan.optimizer_steps() : o.train_iters);
     plan.schedule.validate();  // --stages >= 1; 2bw with m < P; the synchronous steps' counts

@@ -12,7 +12,7 @@ std::string_view schedule_kind_name(ScheduleKind kind) { return kScheduleKinds.n
 
 bool is_asynchronous(ScheduleKind kind) { return kind == ScheduleKind::two_bw || kind == ScheduleKind::pipedream; }
 
-bool splits_backward(ScheduleKind kind) { return kind == ScheduleKind::zb_h1; }
+bool splits_backward(ScheduleKind kind) { return kind == ScheduleKind::zb_h1 || kind == ScheduleKind::zb_v; }
 
 void check_stage_count(int stages) {
     if (stages < 1) throw UsageError(fmt::format("--stages must be positive, got {}", stages));
@@ -29,10 +29,14 @@ void ScheduleSpec::validate() const {
             microbatches, stages));
     if (virtual_stages < 1)
         throw UsageError(fmt::format("--virtual-stages must be positive, got {}", virtual_stages));
-    if (virtual_stages > 1 && kind != ScheduleKind::one_f_one_b)
+    if (kind == ScheduleKind::zb_v && virtual_stages > 2)
+        throw UsageError(fmt::format("--schedule zb-v runs two chunks per stage in a V: --virtual-stages must be 2 "
+                                     "(or left out), got {}",
+                                     virtual_stages));
+    if (virtual_stages > 1 && kind != ScheduleKind::one_f_one_b && kind != ScheduleKind::zb_v)
         throw UsageError(fmt::format("--virtual-stages {} (interleaved 1F1B) needs --schedule 1f1b, not {}",
                                      virtual_stages, schedule_kind_name(kind)));
-    if (virtual_stages > 1 && microbatches % stages != 0)
+    if (virtual_stages > 1 && kind == ScheduleKind::one_f_one_b && microbatches % stages != 0)
         throw UsageError(fmt::format(
             "--virtual-stages {} (interleaved 1F1B) needs --num-microbatches a multiple of the {} stages, as "
             "Megatron-LM does: got {}",
@@ -44,6 +48,10 @@ void ScheduleSpec::validate() const {
             "--sync-start {} + --sync-cooldown {} exceed the {} optimizer steps of the run{}", sync_start,
             sync_cooldown, optimizer_steps(),
             kind == ScheduleKind::pipedream ? " (pipedream: one step per microbatch)" : ""));
+}
+
+StagePlacement ScheduleSpec::placement() const {
+    return {stages, chunks_per_rank(), kind == ScheduleKind::zb_v ? PlacementShape::v : PlacementShape::loop};
 }
 
 bool ScheduleSpec::is_synchronous_step(int64_t step) const {

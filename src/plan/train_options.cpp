@@ -23,8 +23,9 @@ std::string TrainOptions::describe_update_rule() const {
 }
 
 std::string TrainOptions::describe_stages() const {
-    if (virtual_stages == 1) return fmt::format("{} stages", stages);
-    return fmt::format("{} stages x {} chunks", stages, virtual_stages);
+    const int chunks = schedule_spec().chunks_per_rank();
+    if (chunks == 1) return fmt::format("{} stages", stages);
+    return fmt::format("{} stages x {} chunks{}", stages, chunks, schedule == ScheduleKind::zb_v ? " in a V" : "");
 }
 
 }  // namespace nb

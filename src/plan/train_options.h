@@ -78,9 +78,10 @@ struct TrainOptions {
 
     // Pipeline (the pipeline issue): the schedule and the number of stages. `train` without mpirun and with
     // --stages 1 is the plain single-process loop.
-    ScheduleKind schedule = ScheduleKind::one_f_one_b;  // --schedule gpipe | 1f1b | 2bw | pipedream
+    ScheduleKind schedule = ScheduleKind::one_f_one_b;  // --schedule gpipe | 1f1b | 2bw | pipedream | zb-h1 | zb-v
     int stages = 1;                  // --stages P (in-process stages, or the MPI world size under mpirun)
     int virtual_stages = 1;          // --virtual-stages V: model chunks per stage; 1f1b with V > 1 is interleaved
+                                     // (read schedule_spec().chunks_per_rank(): zb-v always has 2)
     // The stage cut (model/partition.h, chosen by src/plan/pipeline_cut.h): --pipeline-cut cost | params, or
     // --pipeline-layout's blocks per stage (empty: not given), which overrides it.
     PipelineCut pipeline_cut = PipelineCut::cost;
@@ -117,11 +118,15 @@ struct TrainOptions {
     // and aborts the job (src/run/watchdog.h). 0: off. The in-process pipeline finds its deadlocks itself.
     double watchdog_s = 300;
 
+    // The schedule these options ask for (not validated: make_run_plan does that).
+    ScheduleSpec schedule_spec() const {
+        return {schedule, stages, num_microbatches, train_iters, sync_start, sync_cooldown, virtual_stages};
+    }
     int64_t tokens_per_iter() const { return micro_batch_size * num_microbatches * seq_length; }
     // "--optimizer muon --delay-fix ef --sync-start 5": the update rule, for the runs' header lines (the delay
     // flags only where they are set).
     std::string describe_update_rule() const;
-    // "3 stages", or with --virtual-stages "2 stages x 2 chunks" (for the header lines).
+    // "3 stages", or with chunks "2 stages x 2 chunks" (for the header lines).
     std::string describe_stages() const;
 };
 

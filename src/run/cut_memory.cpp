@@ -58,16 +58,16 @@ StageFits stage_memory_fits(const TrainOptions& o, const AvailableMemory& budget
         (*prefix)[static_cast<size_t>(i) + 1] = {before.fixed + b.fixed, before.per_version + b.per_version,
                                                  before.per_microbatch + b.per_microbatch};
     }
-    // Per part: with --virtual-stages each chunk is a part of its own, bounded alone (a rank holds V of them; the
-    // memory check adds them up).
-    const ScheduleSpec spec{o.schedule, o.stages, o.num_microbatches, o.train_iters, o.sync_start, o.sync_cooldown,
-                            o.virtual_stages};
-    const std::vector<StagePlan> plans = virtual_stage_plans(build_schedule(spec), o.virtual_stages);
+    // Per part: with chunks per rank each chunk is a part of its own, with its own load (the memory check adds a
+    // rank's parts up).
+    const ScheduleSpec spec = o.schedule_spec();
+    const std::vector<StagePlan> plans = virtual_stage_plans(build_schedule(spec), spec.placement());
     std::vector<StageLoad> loads;
     for (int s = 0; s < spec.virtual_stage_count(); ++s)
         loads.push_back({max_versions_held(plans, s), max_in_flight(plans, s)});
     const int last = spec.virtual_stage_count() - 1;
-    const int64_t limit = budget.bytes;
+    // A rank holds V parts: each within 1/V of the budget, so that the rank fits whichever parts it is given.
+    const int64_t limit = budget.bytes / spec.chunks_per_rank();
     return [prefix, loads, embedding, head, last, limit](int s, int64_t first, int64_t end) {
         const PieceMemory& a = (*prefix)[static_cast<size_t>(first)];
         const PieceMemory& b = (*prefix)[static_cast<size_t>(end)];

@@ -3,7 +3,8 @@
 // the stage's weights, the older weight versions and the microbatches in flight its schedule holds (read off the
 // run's action lists, as the check reads them), its gradients and optimizer state, against the memory `train`
 // checks it against. Each stage is bound alone, as under mpirun (one stage per rank); in one process the check
-// then adds the stages up, which the cut leaves to it.
+// then adds the stages up, which the cut leaves to it. With V chunks per rank each part is bound to 1/V of the
+// budget, so that a rank's V parts fit together whichever they are.
 #pragma once
 
 #include "model/partition.h"

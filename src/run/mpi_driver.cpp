@@ -33,12 +33,13 @@ void one_cpu_thread_per_rank() {
 }
 
 // What a rank builds before the run, besides its backend and transport: its runner (which opens the data), or
-// with --virtual-stages V > 1 one runner per chunk (chunk c is stage c P + rank) over its own ChunkTransport
+// with V > 1 chunks one runner per chunk (its stage: setup.stage_of_chunk) over its own ChunkTransport
 // (pipeline/transport/chunk_transport.h), and on rank 0 the collector of the reports (which opens --metrics) and
 // the --save directory's lock, held for the whole job.
 struct RankStage {
     std::unique_ptr<ChunkHub> hub;                             // V > 1 only
     std::vector<std::unique_ptr<Transport>> chunk_transports;  // V > 1 only, by chunk
+    std::unique_ptr<ComputeTurns> turns;                       // V > 1 only: the rank's order of computes
     std::vector<std::unique_ptr<StageRunner>> runners;         // by chunk
     std::unique_ptr<ProgressCollector> collector;
     std::optional<SaveDirLock> save_lock;
@@ -130,7 +131,7 @@ StageClock::Clock::time_point common_origin() {
 RankStage set_up(const PipelineSetup& setup, const ResumePoint* resume, Transport& transport,
                  std::unique_ptr<Ops>& ops, std::FILE* log) {
     RankStage rs;
-    const int rank = transport.stage(), chunks = setup.spec.virtual_stages;
+    const int rank = transport.stage(), chunks = setup.chunks_per_rank();
     // Every rank's stages must fit before any rank allocates its own (pipeline/stage/stage_memory.h): a usage error.
     set_up_step(transport, [&] {
         if (!ops) ops = make_ops(setup.options.device);
@@ -148,12 +149,14 @@ RankStage set_up(const PipelineSetup& setup, const ResumePoint* resume, Transpor
     });
     set_up_step(transport, [&] {
         if (chunks > 1) {
-            rs.hub = std::make_unique<ChunkHub>(transport, chunks);
+            rs.hub = std::make_unique<ChunkHub>(transport, ChunkStages(setup.spec.placement().table()));
             rs.chunk_transports = make_chunk_transports(*rs.hub);
+            rs.turns = std::make_unique<ComputeTurns>(setup.rank_plans[static_cast<size_t>(rank)]);
         }
         for (int c = 0; c < chunks; ++c) {
             Transport& t = transport_of(rs, transport, c);
             rs.runners.push_back(std::make_unique<StageRunner>(setup, t.stage(), t, *ops));
+            if (rs.turns) rs.runners.back()->follow_turns(*rs.turns);
             prepare_runner(*rs.runners.back(), setup, resume);
         }
         if (rank == 0)
@@ -204,8 +207,8 @@ std::unique_ptr<Transport> make_transport(const PipelineSetup& setup, std::uniqu
 }
 
 // The event loop of one rank: advance while possible, else wait for a message.
-// With several chunks the rank runs them round-robin, each as far as its own list lets it (the order of each
-// chunk's work is its plan's; which chunk goes first when several can is the messages' timing).
+// With several chunks the rank tries them round-robin, each as far as its own list and the rank's turns let it
+// (pipeline/stage/compute_turns.h: the computes in the order of the rank's merged list).
 std::optional<PipelineSummary> run_stage(const PipelineSetup& setup, Transport& transport, const Ops& ops,
                                          RankStage& rs, std::FILE* log) {
     ProgressCollector* collector = rs.collector.get();

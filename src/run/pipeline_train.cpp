@@ -34,7 +34,8 @@ std::optional<PipelineSummary> run_pipeline_training(const RunPlan& plan, std::F
     check_stages_match_ranks(plan.options, world);
     const std::optional<ResumePoint> resume = read_resume_point_on_every_rank(plan, world);
     const PipelineSetup setup = make_pipeline_setup(plan, resume ? resume->saved.step : 0);
-    if (resume && (world <= 1 || mpi_world_rank() == 0)) print_resumed(*resume, plan.options.stages, log);
+    if (resume && (world <= 1 || mpi_world_rank() == 0))
+        print_resumed(*resume, plan.schedule.virtual_stage_count(), log);  // the parts: what a checkpoint holds
     const ResumePoint* from = resume ? &*resume : nullptr;
 #ifdef NOBUBBLE_HAVE_MPI
     if (world > 1) return run_over_mpi(setup, from, log);

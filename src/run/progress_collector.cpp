@@ -20,13 +20,14 @@
 
 namespace nb {
 
-IterationTiming per_rank_timing(const IterationTiming& t, int ranks) {
-    const auto n = static_cast<size_t>(ranks);
+IterationTiming per_rank_timing(const IterationTiming& t, const StagePlacement& placement) {
+    const auto n = static_cast<size_t>(placement.ranks);
     IterationTiming out{t.seconds, std::vector<double>(n), std::vector<double>(n), std::vector<double>(n)};
     for (size_t s = 0; s < t.busy_s.size(); ++s) {
-        out.busy_s[s % n] += t.busy_s[s];
-        out.wall_s[s % n] = std::max(out.wall_s[s % n], t.wall_s[s]);
-        out.act_peak_bytes[s % n] += t.act_peak_bytes[s];
+        const auto r = static_cast<size_t>(placement.rank_of(static_cast<int>(s)));
+        out.busy_s[r] += t.busy_s[s];
+        out.wall_s[r] = std::max(out.wall_s[r], t.wall_s[s]);
+        out.act_peak_bytes[r] += t.act_peak_bytes[s];
     }
     return out;
 }
@@ -49,8 +50,8 @@ IterationTiming zero_timing(int stages) {
 }
 
 // The pipeline's part of a progress line or metrics record, from the stages' own measures over `t`, per rank.
-void add_pipeline_fields(IterationReport& r, const IterationTiming& per_stage, int ranks) {
-    const IterationTiming t = per_rank_timing(per_stage, ranks);
+void add_pipeline_fields(IterationReport& r, const IterationTiming& per_stage, const StagePlacement& placement) {
+    const IterationTiming t = per_rank_timing(per_stage, placement);
     double busy = 0, wall = 0;
     for (size_t q = 0; q < t.busy_s.size(); ++q) {
         r.stage_busy.push_back(t.wall_s[q] > 0 ? t.busy_s[q] / t.wall_s[q] : 0.0);
@@ -237,11 +238,11 @@ void ProgressCollector::print_iteration(int64_t t, const std::vector<StageReport
 
     IterationReport printed = line;
     if (run_log_.line_due(line)) {
-        add_pipeline_fields(printed, since_line_, setup_.num_ranks());
+        add_pipeline_fields(printed, since_line_, setup_.spec.placement());
         since_line_ = zero_timing(setup_.num_stages());
     }
     IterationReport record = line;
-    add_pipeline_fields(record, timing, setup_.num_ranks());
+    add_pipeline_fields(record, timing, setup_.spec.placement());
     run_log_.iteration(record, printed);
 }
 

@@ -35,9 +35,9 @@ struct IterationTiming {
     double seconds = 0;
     std::vector<double> busy_s, wall_s, act_peak_bytes;  // per stage
 };
-// The same per rank: with --virtual-stages a rank's chunks (stages r, P + r, ...) share its time, so the rank is
-// busy for the sum of theirs within the longest of their walls, and holds the sum of their stashes.
-IterationTiming per_rank_timing(const IterationTiming& t, int ranks);
+// The same per rank: with chunks a rank's stages (placement.part(r, c) for each chunk c) share its time, so the rank
+// is busy for the sum of theirs within the longest of their walls, and holds the sum of their stashes.
+IterationTiming per_rank_timing(const IterationTiming& t, const StagePlacement& placement);
 
 class ProgressCollector {
 public:

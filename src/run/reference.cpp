@@ -37,7 +37,8 @@ Schedule oracle_schedule(ScheduleKind kind) {
         case ScheduleKind::pipedream: return Schedule::pipedream;
         // Synchronous like 1f1b (g_t = grad F_t(W_t), summed in microbatch order): the same rule; only the order
         // of the compute differs, which the oracle does not have.
-        case ScheduleKind::zb_h1: return Schedule::one_f_one_b;
+        case ScheduleKind::zb_h1:
+        case ScheduleKind::zb_v: return Schedule::one_f_one_b;
     }
     throw std::logic_error("oracle_schedule: unknown schedule");
 }

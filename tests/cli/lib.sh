@@ -136,6 +136,12 @@ check_against_reference() {
   fi
 }
 
+# enough_layers SCHEDULE P N: the --num-layers a run of SCHEDULE on P stages needs when the test's model has N
+# layers: N, or 2P for zb-v, which cuts the model into two parts per stage (each needs a block).
+enough_layers() {
+  if [ "$1" = zb-v ] && [ $((2 * $2)) -gt "$3" ]; then echo $((2 * $2)); else echo "$3"; fi
+}
+
 # names_into ARRAY KIND: ARRAY gets `nobubble --list KIND`, the names the command line accepts (optimizers,
 # schedules, delay-fixes, ...), so that a test covers every one without listing them. An empty list would make
 # the test check nothing: a failed check that ends the test.

@@ -5,26 +5,29 @@
 # as PREFIX.csv and PREFIX.md. Pipedream runs one microbatch of m x B sequences (the same tokens per step), and
 # the schedules' losses are those of `nobubble train` with the same settings. Bad flags are usage errors.
 source "$(dirname "$0")/lib.sh"
-MODEL=(--num-layers 2 --hidden-size 64 --ffn-hidden-size 96 --num-attention-heads 4 --num-query-groups 2)
+MODEL=(--num-layers 4 --hidden-size 64 --ffn-hidden-size 96 --num-attention-heads 4 --num-query-groups 2)
 B=(bench schedules "${MODEL[@]}" --micro-batch-size 2 --seq-length 32 --num-microbatches 4 --iters 3 --warmup-iters 1)
 
 # check_outputs NAME LOG PREFIX: the table, the ratio and target lines, the CSV and the markdown.
 check_outputs() {
   local name=$1 log=$2 prefix=$3
   local rows
-  rows=$(grep -cE '^(gpipe|1f1b|zb-h1|2bw|pipedream) +[0-9]+ x [0-9]+ +[0-9]+ +[0-9.]+ +-?[0-9.]+% +[0-9.]+% +[0-9.]+ [0-9.]+ +[0-9.]+$' "$log")
-  [ "$rows" = 5 ] && grep -qE '^pipedream +1 x 8 ' "$log" && grep -qE '^2bw +4 x 2 ' "$log" \
-    && pass "$name: 5 rows, pipedream 1 x 8 against 4 x 2" || fail "$name: table: $(cat "$log")"
+  rows=$(grep -cE '^(gpipe|1f1b|zb-h1|zb-v|2bw|pipedream) +[0-9]+ x [0-9]+ +[0-9]+ +[0-9.]+ +-?[0-9.]+% +[0-9.]+% +[0-9.]+ [0-9.]+ +[0-9.]+$' "$log")
+  [ "$rows" = 6 ] && grep -qE '^pipedream +1 x 8 ' "$log" && grep -qE '^2bw +4 x 2 ' "$log" \
+    && pass "$name: 6 rows, pipedream 1 x 8 against 4 x 2" || fail "$name: table: $(cat "$log")"
   grep -qE '^2bw / 1f1b tokens/s: [0-9.]+ \(ideal \(m \+ P - 1\) / m = 1.250\)$' "$log" \
     && grep -qE '^target: 2bw >= 1.15 x 1f1b tokens/s: measured [0-9.]+ = [0-9.]+ x target$' "$log" \
     && pass "$name: ratio and target lines" || fail "$name: ratio/target: $(tail -n 4 "$log")"
   [ "$(head -n 1 "$prefix.csv")" = "schedule,num_microbatches,micro_batch_size,tokens_per_s,ms_per_iter,bubble_pct,act_mib_stage0,act_mib_stage1,final_loss,sim_bubble_pct" ] \
-    && [ "$(wc -l <"$prefix.csv")" = 6 ] && [ "$(cut -d, -f1 "$prefix.csv" | tail -n 5 | tr '\n' ' ')" = "gpipe 1f1b zb-h1 2bw pipedream " ] \
+    && [ "$(wc -l <"$prefix.csv")" = 7 ] && [ "$(cut -d, -f1 "$prefix.csv" | tail -n 6 | tr '\n' ' ')" = "gpipe 1f1b zb-h1 zb-v 2bw pipedream " ] \
     && pass "$name: CSV" || fail "$name: CSV: $(cat "$prefix.csv")"
-  # The simulated bubble at F = B = W, P = 2, m = 4: 1f1b (p-1)/(m+p-1) = 20%, zb-h1 (p-1)/(3m+p-1) = 7.69%.
+  # The simulated bubble at F = B = W, P = 2, m = 4: 1f1b (p-1)/(m+p-1) = 20%, zb-h1 (p-1)/(3m+p-1) = 7.69%; zb-v
+  # below it (one step alone: 4.00%; over the 3 iterations less, as a part's next step may start while another part
+  # still ends this one: there is no barrier between steps).
   [ "$(awk -F, '$1 == "1f1b" || $1 == "zb-h1" { printf "%s=%s ", $1, $NF }' "$prefix.csv")" = "1f1b=20.00 zb-h1=7.69 " ] \
-    && pass "$name: simulated bubbles of 1f1b and zb-h1" || fail "$name: sim bubble: $(cat "$prefix.csv")"
-  [ "$(grep -c '^| ' "$prefix.md")" = 6 ] && grep -q '^target: 2bw >= 1.15' "$prefix.md" \
+    && awk -F, '$1 == "zb-v" { v = $NF } $1 == "zb-h1" { h = $NF } END { exit (v > 0 && v < h) ? 0 : 1 }' "$prefix.csv" \
+    && pass "$name: simulated bubbles of 1f1b and zb-h1, zb-v's below" || fail "$name: sim bubble: $(cat "$prefix.csv")"
+  [ "$(grep -c '^| ' "$prefix.md")" = 7 ] && grep -q '^target: 2bw >= 1.15' "$prefix.md" \
     && pass "$name: markdown" || fail "$name: markdown: $(cat "$prefix.md")"
 }
 
@@ -69,4 +72,5 @@ expect_error 2 "iters 2 must exceed --warmup-iters 2" "$NB" "${B[@]}" --iters 2 
 expect_error 2 "out '$WORK/no/dir/x': no directory" "$NB" "${B[@]}" --out "$WORK/no/dir/x"
 expect_error 2 "schedule" "$NB" "${B[@]}" --schedules 1f1b,bogus
 expect_error 2 "2bw needs --num-microbatches >= the number of stages" "$NB" "${B[@]}" --num-microbatches 1
+expect_error 2 "--schedules zb-v: 4 pipeline stages but the model has only 2 layers" "$NB" "${B[@]}" --num-layers 2
 finish

@@ -104,7 +104,7 @@ expect_list() {
   fi
 }
 expect_list optimizers "adamw muon lion adan mars soap"
-expect_list schedules "gpipe 1f1b 2bw pipedream zb-h1"
+expect_list schedules "gpipe 1f1b 2bw pipedream zb-h1 zb-v"
 expect_list delay-fixes "none ef taylor"
 expect_list lr-decay-styles "constant linear cosine wsd"
 expect_list clip-scopes "global stage"

@@ -19,12 +19,20 @@ awk '/^  stage +bound +layers/ { on = 1; next } on && $1 ~ /^[0-9]+$/ { n++; p +
 grep -qE '^  stage +adamw +muon +lion +adan +mars +soap$' "$log" && pass "optimizer state per optimizer" \
   || fail "optimizer table: $(cat "$log")"
 # Per schedule: "V v M mb TOTAL UNIT" (6 fields) for gpipe, 1f1b, 2bw, pipedream, zb-h1 (p in flight everywhere:
-# a stash lives until its W).
-awk '/^  stage +gpipe +1f1b +2bw +pipedream +zb-h1$/ { on = 1; next }
+# a stash lives until its W), zb-v (2p chunk stashes: p stages' worth).
+awk '/^  stage +gpipe +1f1b +2bw +pipedream +zb-h1 +zb-v$/ { on = 1; next }
      on && $1 ~ /^[0-9]+$/ { s = $1; ok += ($2 == 1 && $4 == 8 && $8 == 1 && $10 == 4 - s && $14 == 2 && $16 == 4 - s \
-                                           && $20 == 4 - s && $22 == 4 - s && $26 == 1 && $28 == 4); n++ }
+                                           && $20 == 4 - s && $22 == 4 - s && $26 == 1 && $28 == 4 && $32 == 1 && $34 == 8); n++ }
      END { exit (n == 4 && ok == 4) ? 0 : 1 }' "$log" \
   && pass "versions and microbatches in flight per schedule" || fail "schedule table: $(cat "$log")"
+# The predicted bubble per schedule, and zb-v's own cut into 8 parts, rank 0 holding parts 0 and 7.
+grep -qE '^  bubble( +[0-9.]+%){6}$' "$log" && grep -qE 'zb-v blocks [0-9-]+( \| [0-9-]+){7}, rank 0 parts 0 \+ 7, rank 1 parts 1 \+ 6' "$log" \
+  && pass "the predicted bubble of every schedule, zb-v on its own cut" || fail "bubble row: $(tail -n 3 "$log")"
+run_logged 60 interleaved "$NB" info --model moe-10b --stages 4 --num-microbatches 8 --virtual-stages 2
+grep -qE '^  stage +gpipe +1f1b +2bw +pipedream +zb-h1 +zb-v +1f1b-v2$' "$WORK/interleaved.log" \
+  && grep -qE '^  bubble( +[0-9.]+%){7}$' "$WORK/interleaved.log" \
+  && grep -qE '1f1b-v2 blocks [0-9-]+( \| [0-9-]+){7}, rank 0 parts 0 \+ 4, ' "$WORK/interleaved.log" \
+  && pass "--virtual-stages 2: an interleaved column on its own cut" || fail "interleaved: $(tail -n 8 "$WORK/interleaved.log")"
 # Activations: the routed experts' stash grows with k (stage 1 holds MoE blocks only).
 act() { "$NB" info --model moe-10b --stages 4 "$@" | awk '/^  stage +bound +layers/ { on = 1; next } on && $1 == "1" { print $(NF - 3) " " $(NF - 2); exit }'; }
 a2=$(act --moe-router-topk 2) a6=$(act)
@@ -36,7 +44,7 @@ run_logged 60 few "$NB" info --model moe-10b --stages 4 --num-microbatches 1
 grep -qE '^      0 .*needs m >= p' "$WORK/few.log" && pass "2bw with m < p says why it has no plan" \
   || fail "2bw m < p: $(cat "$WORK/few.log")"
 # One microbatch per iteration: pipedream still reaches its steady state (p - s versions) over enough iterations.
-grep -qE '^      0 .* 4 v +4 mb +[0-9.]+ [kMGT]?B +1 v +1 mb +[0-9.]+ [kMGT]?B$' "$WORK/few.log" && pass "pipedream at m = 1 holds p versions on stage 0" \
+grep -qE '^      0 .* 4 v +4 mb +[0-9.]+ [kMGT]?B +1 v +1 mb +[0-9.]+ [kMGT]?B +1 v +2 mb +[0-9.]+ [kMGT]?B$' "$WORK/few.log" && pass "pipedream at m = 1 holds p versions on stage 0" \
   || fail "pipedream m = 1: $(cat "$WORK/few.log")"
 run_logged 60 dense "$NB" info --model tiny --stages 2
 grep -qx 'model tiny: 3,279,104 parameters' "$WORK/dense.log" && grep -qx '  moe: none' "$WORK/dense.log" \

@@ -19,7 +19,8 @@ names_into SCHEDULES schedules
 for schedule in "${SCHEDULES[@]}"; do
   for p in 2 3 4; do
     for m in "$p" $((2 * p)); do
-      check_against_reference "${schedule}_p${p}_m${m}" "$p" --schedule "$schedule" --num-microbatches "$m"
+      check_against_reference "${schedule}_p${p}_m${m}" "$p" --schedule "$schedule" --num-microbatches "$m" \
+        --num-layers "$(enough_layers "$schedule" "$p" 5)"
     done
   done
 done

@@ -23,7 +23,8 @@ run() { run_logged 120 "$@"; }
 start=$SECONDS
 for opt in "${OPTIMIZERS[@]}"; do
   for schedule in "${SCHEDULES[@]}"; do
-    check_against_reference "${opt}_${schedule}" 3 --optimizer "$opt" --schedule "$schedule" --num-microbatches 3
+    check_against_reference "${opt}_${schedule}" 3 --optimizer "$opt" --schedule "$schedule" --num-microbatches 3 \
+      --num-layers "$(enough_layers "$schedule" 3 5)"
   done
 done
 

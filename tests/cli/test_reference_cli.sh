@@ -69,7 +69,7 @@ run config reference --config "$WORK/ref.toml"
 
 # (6) usage errors: one line, exit 2.
 R=("$NB" reference "${FLAGS[@]}" --train-iters 2)
-expect_error 2 "unknown --schedule 'zb' (valid: gpipe, 1f1b, 2bw, pipedream, zb-h1)" "${R[@]}" --schedule zb
+expect_error 2 "unknown --schedule 'zb' (valid: gpipe, 1f1b, 2bw, pipedream, zb-h1, zb-v)" "${R[@]}" --schedule zb
 expect_error 2 "stages must be positive, got 0" "${R[@]}" --stages 0
 expect_error 2 "6 pipeline stages but the model has only 5 layers" "${R[@]}" --stages 6
 expect_error 2 "schedule 2bw needs --num-microbatches >= the number of stages (P): got --num-microbatches 2 with 3 stages" "${R[@]}" --schedule 2bw --stages 3 --num-microbatches 2

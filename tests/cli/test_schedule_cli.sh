@@ -53,7 +53,7 @@ expect_output "P=64 m=512: last stage listed" "   63 " "$out"
 
 # Bad input: one line, exit 2.
 S=("$NB" schedule --stages 4 --microbatches 8)
-expect_error 2 "unknown --schedule 'zerobubble' (valid: gpipe, 1f1b, 2bw, pipedream, zb-h1)" "${S[@]}" --schedule zerobubble
+expect_error 2 "unknown --schedule 'zerobubble' (valid: gpipe, 1f1b, 2bw, pipedream, zb-h1, zb-v)" "${S[@]}" --schedule zerobubble
 expect_error 2 "stages must be positive, got 0" "$NB" schedule --schedule 1f1b --stages 0 --microbatches 8
 expect_error 2 "schedule 2bw needs --num-microbatches >= the number of stages (P)" "$NB" schedule --schedule 2bw --stages 4 --microbatches 3
 expect_error 2 "sync-start 2 + --sync-cooldown 2 exceed the 3 optimizer steps" "${S[@]}" --schedule 2bw --steps 3 --sync-start 2 --sync-cooldown 2

@@ -21,7 +21,7 @@ using namespace nb::test;
 namespace {
 
 constexpr ScheduleKind kAllKinds[] = {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::two_bw,
-                                      ScheduleKind::pipedream, ScheduleKind::zb_h1};
+                                      ScheduleKind::pipedream, ScheduleKind::zb_h1, ScheduleKind::zb_v};
 
 ScheduleSpec make_spec(ScheduleKind kind, int p, int64_t m, int64_t steps, int64_t sync_start = 0,
                        int64_t sync_cooldown = 0) {
@@ -70,7 +70,9 @@ int64_t step_of(const ScheduleSpec& s, int64_t mb) {
     return s.kind == ScheduleKind::pipedream ? mb : mb / s.microbatches;
 }
 bool synchronous_step(const ScheduleSpec& s, int64_t t) {
-    if (s.kind == ScheduleKind::gpipe || s.kind == ScheduleKind::one_f_one_b || s.kind == ScheduleKind::zb_h1) return true;
+    if (s.kind == ScheduleKind::gpipe || s.kind == ScheduleKind::one_f_one_b || s.kind == ScheduleKind::zb_h1 ||
+        s.kind == ScheduleKind::zb_v)
+        return true;
     return t < s.sync_start || t >= optimizer_steps_of(s) - s.sync_cooldown;
 }
 int64_t expected_version(const ScheduleSpec& s, int stage, int64_t mb) {
@@ -83,9 +85,10 @@ int64_t expected_version(const ScheduleSpec& s, int stage, int64_t mb) {
 
 // Forward, backward, B or W: an action that computes with a weight version.
 bool is_fb(const Action& a) { return nb::uses_weights(a.type); }
-bool is_split(const ScheduleSpec& s) { return s.kind == ScheduleKind::zb_h1; }
+bool is_split(const ScheduleSpec& s) { return s.kind == ScheduleKind::zb_h1 || s.kind == ScheduleKind::zb_v; }
 
-// ---- checks on the lists ----
+// ---- checks on the lists: `plans` are the virtual stages' lists (virtual_stage_plans), one per part of the model;
+// with one chunk per rank, the ranks' lists ----
 
 // Forwards and backwards: each microbatch exactly once each, in microbatch order, backward after forward,
 // with the step it belongs to and the version of the table; the backward uses the forward's (stashed) version.
@@ -93,7 +96,7 @@ bool is_split(const ScheduleSpec& s) { return s.kind == ScheduleKind::zb_h1; }
 void check_compute(const ScheduleSpec& spec, const std::vector<StagePlan>& plans) {
     const int64_t n = spec.total_microbatches();
     const ActionType backward = is_split(spec) ? ActionType::backward_input : ActionType::backward;
-    for (int s = 0; s < spec.stages; ++s) {
+    for (int s = 0; s < static_cast<int>(plans.size()); ++s) {
         CAPTURE(s);
         std::vector<int64_t> forwards, backwards, weights;
         std::map<int64_t, int64_t> forward_version;
@@ -131,7 +134,7 @@ void check_compute(const ScheduleSpec& spec, const std::vector<StagePlan>& plans
 // Optimizer steps: one per step, in order, producing version t+1, after the backward of every microbatch of
 // step t; and every forward uses a version that this stage has already produced.
 void check_optimizer_steps(const ScheduleSpec& spec, const std::vector<StagePlan>& plans) {
-    for (int s = 0; s < spec.stages; ++s) {
+    for (int s = 0; s < static_cast<int>(plans.size()); ++s) {
         CAPTURE(s);
         int64_t next_step = 0, newest = 0;
         std::map<int64_t, int64_t> backwards_of_step;
@@ -154,7 +157,7 @@ void check_optimizer_steps(const ScheduleSpec& spec, const std::vector<StagePlan
 
 // Receives right before, sends right after their compute, with the right peer; one per forward/backward.
 void check_transfers_around_compute(const ScheduleSpec& spec, const std::vector<StagePlan>& plans) {
-    const int p = spec.stages;
+    const int p = static_cast<int>(plans.size());
     for (int s = 0; s < p; ++s) {
         CAPTURE(s);
         const StagePlan& plan = plans[s];
@@ -189,7 +192,7 @@ void check_transfers_around_compute(const ScheduleSpec& spec, const std::vector<
 
 // Every send matched by exactly one receive on the peer, in the same order.
 void check_sends_match_receives(const ScheduleSpec& spec, const std::vector<StagePlan>& plans) {
-    const int p = spec.stages;
+    const int p = static_cast<int>(plans.size());
     // key (from, to, gradient?) -> microbatches in order
     std::map<std::tuple<int, int, bool>, std::vector<int64_t>> sent, received;
     for (int s = 0; s < p; ++s)
@@ -211,7 +214,7 @@ void check_sends_match_receives(const ScheduleSpec& spec, const std::vector<Stag
 // A synchronous step runs alone: while any of its microbatches is in flight, no other step's is; and no
 // forward of a step starts while a microbatch of a step of the other kind (sync/async) is in flight.
 void check_flushes(const ScheduleSpec& spec, const std::vector<StagePlan>& plans) {
-    for (int s = 0; s < spec.stages; ++s) {
+    for (int s = 0; s < static_cast<int>(plans.size()); ++s) {
         CAPTURE(s);
         std::map<int64_t, int64_t> in_flight_by_step;
         for (const Action& a : plans[s]) {
@@ -249,12 +252,14 @@ void check_everything(const ScheduleSpec& spec) {
     CAPTURE(name_of(spec));
     const std::vector<StagePlan> plans = nb::build_schedule(spec);
     REQUIRE(plans.size() == static_cast<size_t>(spec.stages));
-    check_compute(spec, plans);
-    check_optimizer_steps(spec, plans);
-    check_transfers_around_compute(spec, plans);
-    check_sends_match_receives(spec, plans);
-    check_flushes(spec, plans);
-    const nb::SimResult sim = nb::simulate(plans, nb::SimCosts{});
+    const std::vector<StagePlan> parts = nb::virtual_stage_plans(plans, spec.placement());
+    REQUIRE(parts.size() == static_cast<size_t>(spec.virtual_stage_count()));
+    check_compute(spec, parts);
+    check_optimizer_steps(spec, parts);
+    check_transfers_around_compute(spec, parts);
+    check_sends_match_receives(spec, parts);
+    check_flushes(spec, parts);
+    const nb::SimResult sim = nb::simulate(plans, nb::SimCosts{}, spec.placement());
     CHECK_FALSE(sim.deadlock);
     CHECK(sim.deadlock_reason == "");
 }
@@ -267,7 +272,7 @@ TEST_CASE("every schedule on the grid: compute, versions, steps, transfers, flus
         check_everything(spec);
         ++cases;
     });
-    CHECK(cases == 4 * (5 * 4 * 2) + (4 + 4 * 3) * 2);  // 2bw skips m = 1 for p > 1
+    CHECK(cases == 5 * (5 * 4 * 2) + (4 + 4 * 3) * 2);  // 2bw skips m = 1 for p > 1
 }
 
 TEST_CASE("sync start and cooldown: 1f1b steps with flushes, async versions as if always async") {
@@ -308,6 +313,12 @@ TEST_CASE("1f1b: min(p-s-1, m) warm-up forwards; in flight at stage s is min(p-s
                 case ScheduleKind::one_f_one_b: CHECK(in_flight == std::min(bound, spec.microbatches)); break;
                 // Held until W, which lags B by s: p on every stage, 1f1b's stage 0 (its peak).
                 case ScheduleKind::zb_h1: CHECK(in_flight == std::min<int64_t>(spec.stages, spec.microbatches)); break;
+                // Counted in chunks, each about half a stage's stash: 2p of them once the V's warm-up is whole
+                // (m >= 2p-1), p stages' worth, 1f1b's stage 0; fewer with fewer microbatches.
+                case ScheduleKind::zb_v:
+                    if (spec.microbatches >= 2 * spec.stages - 1) CHECK(in_flight == 2 * spec.stages);
+                    CHECK(in_flight <= 2 * std::min<int64_t>(spec.stages, spec.microbatches));
+                    break;
                 default: CHECK(in_flight == std::min(bound, spec.total_microbatches())); break;
             }
         }
@@ -398,7 +409,7 @@ TEST_CASE("names: parse and format round-trip; an unknown name names --schedule 
     const std::string e = usage_error([] { nb::parse_schedule_kind("zerobubble"); });
     CHECK(contains(e, "--schedule"));
     CHECK(contains(e, "zerobubble"));
-    CHECK(contains(e, "gpipe, 1f1b, 2bw, pipedream, zb-h1"));
+    CHECK(contains(e, "gpipe, 1f1b, 2bw, pipedream, zb-h1, zb-v"));
     CHECK(nb::describe({ActionType::backward_input, 3, 0, 0, -1}) == "B3 input (step 0, W0)");
     CHECK(nb::describe({ActionType::backward_weight, 3, 0, 0, -1}) == "W3 weight (step 0, W0)");
     CHECK(nb::describe({ActionType::forward, 3, 0, 0, -1}) == "F3 (step 0, W0)");
@@ -483,7 +494,7 @@ TEST_CASE("interleaved 1f1b: every part's compute in order, messages between nei
                 }
                 CHECK(sent == received);
                 CHECK(sent.size() == static_cast<size_t>(2 * (parts - 1)));
-                CHECK_FALSE(nb::simulate(plans, nb::SimCosts{}).deadlock);
+                CHECK_FALSE(nb::simulate(plans, nb::SimCosts{}, spec.placement()).deadlock);
                 for (int r = 0; r < p; ++r) {
                     CHECK(nb::max_versions_held(plans, r) == 1);  // synchronous: one version per chunk
                     // Megatron's order: the forwards of microbatches [g p, (g+1) p) chunk by chunk.
@@ -504,6 +515,85 @@ TEST_CASE("interleaved 1f1b: every part's compute in order, messages between nei
     CHECK(contains(usage_error([&] { nb::build_schedule(bad); }), "needs --schedule 1f1b, not 2bw"));
     bad.virtual_stages = 0;
     CHECK(contains(usage_error([&] { nb::build_schedule(bad); }), "--virtual-stages must be positive, got 0"));
+}
+
+// ZB-V (Qi et al. 2024): rank r runs part r and part 2p-1-r; the V's turn (part p-1 to part p) stays on rank p-1.
+// Its order, stated again from the paper's warm-up for m >= 2p-1: 2(p-r)-1 forwards on chunk 0, then r times a
+// forward on chunk 1 and one on chunk 0, then chunk 1's first B and W right after its forward. Each rank holds at
+// most 2p chunk stashes (p microbatches, 1f1b's stage 0), and each W follows its own B.
+TEST_CASE("zb-v: the V placement, the paper's warm-up, W after its B, at most 2p chunk stashes per rank") {
+    for (int p : {1, 2, 3, 4, 8})
+        for (int64_t m : {int64_t{1}, int64_t{p}, int64_t{2 * p - 1}, int64_t{2 * p}, int64_t{3 * p + 1}}) {
+            const ScheduleSpec spec = make_spec(ScheduleKind::zb_v, p, m, 2);
+            CAPTURE(name_of(spec));
+            const StagePlacement placement = spec.placement();
+            CHECK(placement.chunks == 2);
+            CHECK(spec.virtual_stage_count() == 2 * p);
+            const auto plans = nb::build_schedule(spec);
+            for (int r = 0; r < p; ++r) {
+                CAPTURE(r);
+                CHECK(placement.part(r, 0) == r);
+                CHECK(placement.part(r, 1) == 2 * p - 1 - r);
+                CHECK(placement.rank_of(placement.part(r, 1)) == r);
+                CHECK(nb::max_in_flight(plans, r) <= 2 * p);
+                std::vector<std::pair<ActionType, int>> first_step;  // (type, chunk) of step 0's computes
+                std::map<std::pair<int, int64_t>, int> b_done;       // (chunk, microbatch) -> B seen
+                for (const Action& a : plans[r]) {
+                    if (a.type == ActionType::backward_input) ++b_done[{a.chunk, a.microbatch}];
+                    if (a.type == ActionType::backward_weight) CHECK(b_done[{a.chunk, a.microbatch}] == 1);
+                    if (a.type == ActionType::forward && a.microbatch == p - 1 && a.chunk == 0 && r == p - 1)
+                        CHECK(a.peer == -1);
+                    if (a.step == 0 && nb::uses_weights(a.type)) first_step.push_back({a.type, a.chunk});
+                }
+                if (m < 2 * p - 1) continue;
+                size_t k = 0;
+                for (int i = 0; i < 2 * (p - r) - 1; ++i, ++k) CHECK(first_step.at(k) == std::pair{ActionType::forward, 0});
+                for (int i = 0; i < r; ++i, k += 2) {
+                    CHECK(first_step.at(k) == std::pair{ActionType::forward, 1});
+                    CHECK(first_step.at(k + 1) == std::pair{ActionType::forward, 0});
+                }
+                CHECK(first_step.at(k) == std::pair{ActionType::forward, 1});
+                CHECK(first_step.at(k + 1) == std::pair{ActionType::backward_input, 1});
+                CHECK(first_step.at(k + 2) == std::pair{ActionType::backward_weight, 1});
+            }
+            // The turn of the V: part p-1 sends its activation to part p, both on rank p-1.
+            bool turn_seen = false;
+            for (const Action& a : plans[p - 1])
+                if (a.type == ActionType::send_activation && a.chunk == 0) {
+                    CHECK(a.peer == p);
+                    turn_seen = true;
+                }
+            CHECK(turn_seen);
+        }
+    ScheduleSpec bad = make_spec(ScheduleKind::zb_v, 2, 4, 1);
+    bad.virtual_stages = 3;
+    CHECK(contains(usage_error([&] { nb::build_schedule(bad); }), "--virtual-stages must be 2 (or left out), got 3"));
+    bad.virtual_stages = 2;
+    CHECK(nb::build_schedule(bad) == nb::build_schedule(make_spec(ScheduleKind::zb_v, 2, 4, 1)));
+}
+
+TEST_CASE("placement: part and rank_of invert each other, for the loop and the V") {
+    for (int p : {1, 2, 3, 5})
+        for (int v : {1, 2, 3})
+            for (PlacementShape shape : {PlacementShape::loop, PlacementShape::v}) {
+                const StagePlacement placement{p, v, shape};
+                std::vector<int> seen(static_cast<size_t>(p * v), 0);
+                for (int r = 0; r < p; ++r)
+                    for (int c = 0; c < v; ++c) {
+                        const int part = placement.part(r, c);
+                        REQUIRE(part >= 0);
+                        REQUIRE(part < p * v);
+                        ++seen[static_cast<size_t>(part)];
+                        CHECK(placement.rank_of(part) == r);
+                        CHECK(placement.chunk_of(part) == c);
+                        CHECK(part / p == c);  // chunk c holds the c-th run of p parts, in either shape
+                    }
+                for (int n : seen) CHECK(n == 1);
+                CHECK_THROWS_AS(placement.part(p, 0), std::out_of_range);
+                CHECK_THROWS_AS(placement.rank_of(p * v), std::out_of_range);
+            }
+    CHECK(StagePlacement{4, 2, PlacementShape::loop}.part(0, 1) == 4);
+    CHECK(StagePlacement{4, 2, PlacementShape::v}.part(0, 1) == 7);
 }
 
 TEST_CASE("validate: each impossible spec is a usage error naming its flag") {

@@ -24,7 +24,7 @@ ScheduleSpec make_spec(ScheduleKind kind, int p, int64_t m, int64_t steps) {
 }
 
 SimResult simulate_spec(const ScheduleSpec& spec, const SimCosts& costs = {}) {
-    return nb::simulate(nb::build_schedule(spec), costs);
+    return nb::simulate(nb::build_schedule(spec), costs, spec.placement());
 }
 
 }  // namespace
@@ -91,6 +91,41 @@ TEST_CASE("interleaved 1f1b: bubble = (p-1)/(v m + p - 1)") {
             }
 }
 
+// ZB-V (Qi et al. 2024) with a flush after every step: the first microbatch needs p-1 chunk forwards (F/2 each)
+// before it reaches rank p-1, so no such schedule can idle less than (p-1) F/2 per rank and step. At F = B = W and
+// m >= 2p-1 zb-v idles exactly that: half of zb-h1's (p-1) F, a third of interleaved 1F1B's at v = 2. (The paper's
+// "zero bubble" also lets the next step's forwards start before this step's optimizer step, which a synchronous
+// schedule with a flush does not.)
+TEST_CASE("zb-v: idle (p-1) F/2 per step at F = B = W, the least any flushing schedule can have: below zb-h1's") {
+    for (int p : {1, 2, 3, 4, 8})
+        for (int64_t m : {int64_t{2 * p - 1}, int64_t{2 * p}, int64_t{32}})
+            for (int64_t steps : {1, 2}) {
+                CAPTURE(p);
+                CAPTURE(m);
+                CAPTURE(steps);
+                const SimResult zbv = simulate_spec(make_spec(ScheduleKind::zb_v, p, m, steps));
+                const SimResult zbh1 = simulate_spec(make_spec(ScheduleKind::zb_h1, p, m, steps));
+                REQUIRE_FALSE(zbv.deadlock);
+                // One step: exactly the least. Two: no more than twice that (a rank may start step 1's forwards
+                // while another still runs step 0's last W: there is no barrier between the steps).
+                const double least_step_ms = 3.0 * m + 0.5 * (p - 1);
+                if (steps == 1) CHECK(zbv.makespan_ms == doctest::Approx(least_step_ms).epsilon(1e-12));
+                CHECK(zbv.makespan_ms <= steps * least_step_ms + 1e-9);
+                CHECK(zbv.makespan_ms >= 3.0 * m * steps + 0.5 * (p - 1) - 1e-9);
+                for (double busy : zbv.busy_ms) CHECK(busy == doctest::Approx(steps * m * 3.0));
+                if (p > 1) CHECK(zbv.bubble_fraction < zbh1.bubble_fraction);
+            }
+    // Fewer microbatches than the V's warm-up needs: no deadlock, and never worse than zb-h1.
+    for (int p : {2, 4, 8})
+        for (int64_t m = 1; m < 2 * p - 1; ++m) {
+            CAPTURE(p);
+            CAPTURE(m);
+            const SimResult zbv = simulate_spec(make_spec(ScheduleKind::zb_v, p, m, 1));
+            REQUIRE_FALSE(zbv.deadlock);
+            CHECK(zbv.makespan_ms <= simulate_spec(make_spec(ScheduleKind::zb_h1, p, m, 1)).makespan_ms + 1e-9);
+        }
+}
+
 TEST_CASE("2bw and pipedream stream steps without flushes: bubble = (p-1)/(T*m+p-1), far below 1f1b's") {
     const int p = 4;
     const int64_t m = 8, steps = 20;
@@ -102,6 +137,31 @@ TEST_CASE("2bw and pipedream stream steps without flushes: bubble = (p-1)/(T*m+p
         CHECK(r.bubble_fraction < sync_bubble / 10);
     }
     CHECK(std::abs(sync_bubble - 3.0 / 11.0) < 1e-9);
+}
+
+// An uneven cut: part_scale stretches each part's compute. The slowest part sets the pace of a streaming schedule, and
+// the others idle for the difference (the bubble `nobubble info` predicts for a cut).
+TEST_CASE("part_scale: a part twice an even one's cost takes twice as long; the slowest sets the pace") {
+    SimCosts costs;
+    costs.part_scale = {2.0};
+    const SimResult one = simulate_spec(make_spec(ScheduleKind::one_f_one_b, 1, 4, 1), costs);
+    CHECK(one.makespan_ms == doctest::Approx(2 * 4 * 3.0));
+    costs.part_scale = {2.0, 1.0};
+    const SimResult r = simulate_spec(make_spec(ScheduleKind::two_bw, 2, 8, 20), costs);
+    REQUIRE_FALSE(r.deadlock);
+    CHECK(r.busy_ms[0] == doctest::Approx(2 * r.busy_ms[1]));
+    CHECK(r.makespan_ms >= r.busy_ms[0]);
+    CHECK(r.bubble_fraction == doctest::Approx(0.25).epsilon(0.02));  // stage 1 idles half the time
+    // With chunks, per part (zb-v's rank 0 holds parts 0 and 3).
+    costs.part_scale = {1.0, 1.0, 1.0, 3.0};
+    const ScheduleSpec zbv = make_spec(ScheduleKind::zb_v, 2, 4, 1);
+    const SimResult v = nb::simulate(nb::build_schedule(zbv), costs, zbv.placement());
+    CHECK(v.busy_ms[0] == doctest::Approx(4 * 3.0 * (1.0 + 3.0) / 2));
+    CHECK(v.busy_ms[1] == doctest::Approx(4 * 3.0 * (1.0 + 1.0) / 2));
+    costs.part_scale = {1.0, 1.0, 1.0};
+    CHECK_THROWS_AS(nb::simulate(nb::build_schedule(zbv), costs, zbv.placement()), std::invalid_argument);
+    costs.part_scale = {1.0, -1.0};
+    CHECK_THROWS_AS(costs.validate(), UsageError);
 }
 
 TEST_CASE("transfers: a receive completes at max(arrival, reached); sends take no time") {
