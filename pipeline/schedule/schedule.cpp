@@ -181,15 +181,23 @@ std::vector<Compute> compute_order(const ScheduleSpec& spec, int s) {
     return order;
 }
 
-// Expands stage s's compute order into actions: receive, compute, send; and the optimizer step right after
-// the backward (or W) of the last microbatch of each step.
+// Expands stage s's compute order into actions: receive, compute, send; and the optimizer step after the backward
+// (or W) of the last microbatch of each step: right after it, or with chunks once the rank has no compute of that
+// step left (so that a rank's list never has a chunk's step before the other chunks' work of the same step: a step
+// that waits for every part's, as under the global clip, could then never be reached by them).
 // With chunks, each compute runs on its chunk's virtual stage vs (spec.placement()) and talks to vs - 1 and vs + 1.
 StagePlan expand_to_actions(const ScheduleSpec& spec, int s, const std::vector<Compute>& order) {
     const StagePlacement placement = spec.placement();
     const int parts = placement.parts();
     StagePlan plan;
     plan.reserve(order.size() * 3 + static_cast<size_t>(spec.optimizer_steps() * placement.chunks));
+    std::vector<Action> due_steps;  // optimizer steps whose chunk is done with the step, in the order they came due
+    auto place_due_steps = [&] {
+        plan.insert(plan.end(), due_steps.begin(), due_steps.end());
+        due_steps.clear();
+    };
     for (const Compute& c : order) {
+        if (!due_steps.empty() && spec.step_of(c.microbatch) != due_steps.front().step) place_due_steps();
         const int vs = placement.part(s, c.chunk);
         const bool first_stage = vs == 0, last_stage = vs == parts - 1;
         const int64_t mb = c.microbatch, step = spec.step_of(mb), version = weight_version(spec, s, mb);
@@ -206,8 +214,9 @@ StagePlan expand_to_actions(const ScheduleSpec& spec, int s, const std::vector<C
         if (input_gradient && !first_stage) add(ActionType::send_gradient, vs - 1);
         const bool last_of_step = (mb + 1) % spec.microbatches_per_step() == 0;
         if (ends_microbatch(c.type) && last_of_step)
-            plan.push_back({ActionType::optimizer_step, -1, step, step + 1, -1, c.chunk});
+            due_steps.push_back({ActionType::optimizer_step, -1, step, step + 1, -1, c.chunk});
     }
+    place_due_steps();
     return plan;
 }
 

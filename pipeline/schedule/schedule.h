@@ -51,9 +51,10 @@
 // rank's m v forwards go in groups of p microbatches, chunk by chunk (forward k: chunk (k / p) % v, microbatch
 // (k / (p v)) p + k % p), its backwards the same with the chunks reversed; w = min(m v, 2 (p - r - 1) + (v - 1) p)
 // warm-up forwards (all m v when m == p), then forward and backward alternately, then the rest of the backwards;
-// each chunk's optimizer step after its last backward of the step. Messages go between virtual stages (a
-// forward of part j receives from part j - 1: rank r - 1, or rank p - 1's previous chunk when r = 0), and `peer`
-// names the virtual stage. The per-rank lists are what the simulator times; each virtual stage's own part of them
+// each chunk's optimizer step once the rank has run its last compute of the step (chunk by chunk, in the order
+// their last backwards came; in each part's own list, right after its last backward). Messages go between virtual
+// stages (a forward of part j receives from part j - 1: rank r - 1, or rank p - 1's previous chunk when r = 0), and
+// `peer` names the virtual stage. The per-rank lists are what the simulator times; each virtual stage's own part of them
 // (virtual_stage_plans) is what its runner runs.
 //
 // ZB-V (--schedule zb-v; Qi et al. 2024, "Pipeline Parallelism with Controllable Memory"): two chunks per rank in a

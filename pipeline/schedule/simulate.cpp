@@ -89,7 +89,37 @@ private:
         return channels_[key];
     }
 
-    // Runs stage s from its next action until it finishes its list or blocks on a receive.
+    // The optimizer steps of one step t, under step_barrier: which ranks have reached theirs, the latest time one
+    // did, and the ranks waiting there. A rank's chunks' steps of step t come together, after its last compute of
+    // the step (schedule.h), so the first of them is where the rank arrives with all its parts.
+    struct StepBarrier {
+        std::vector<bool> arrived;  // per rank
+        int count = 0;
+        double latest_ms = 0;
+        std::vector<int> waiting;
+    };
+    std::unordered_map<int64_t, StepBarrier> barriers_;
+
+    // Rank s has reached an optimizer step `a` at `start`: true when every rank has (the step may run from the
+    // latest arrival on); false when rank s must wait, and then it is woken by the last arrival.
+    bool pass_barrier(int s, const Action& a, double start, std::vector<int>& runnable) {
+        StepBarrier& b = barriers_[a.step];
+        if (b.arrived.empty()) b.arrived.assign(static_cast<size_t>(p_), false);
+        if (!b.arrived[static_cast<size_t>(s)]) {
+            b.arrived[static_cast<size_t>(s)] = true;
+            ++b.count;
+            b.latest_ms = std::max(b.latest_ms, start);
+            if (b.count == p_) {
+                for (int w : b.waiting) runnable.push_back(w);
+                b.waiting.clear();
+            }
+        }
+        if (b.count == p_) return true;
+        b.waiting.push_back(s);
+        return false;
+    }
+
+    // Runs stage s from its next action until it finishes its list or blocks on a receive (or a step barrier).
     void run_stage_until_blocked(int s, std::vector<int>& runnable) {
         const StagePlan& plan = plans_[s];
         while (next_[s] < plan.size()) {
@@ -114,9 +144,12 @@ private:
                 clock_[s] = std::max(start, ch.arrival_ms[ch.received]);
                 ++ch.received;
             } else {
+                const bool barrier = costs_.step_barrier && a.type == ActionType::optimizer_step;
+                if (barrier && !pass_barrier(s, a, start, runnable)) return;
+                const double from = barrier ? std::max(start, barriers_[a.step].latest_ms) : start;
                 const double scale = costs_.part_scale.empty() ? 1.0 : costs_.part_scale[static_cast<size_t>(vs)];
                 const double cost = action_cost_ms(a.type, costs_) * scale / v_;
-                clock_[s] = start + cost;
+                clock_[s] = from + cost;
                 result_.busy_ms[s] += cost;
             }
             result_.timeline[s].push_back({a, start, clock_[s]});
@@ -127,6 +160,9 @@ private:
     // What stuck stage s waits for, in words.
     std::string why_stuck(int s) {
         const Action& a = plans_[s][next_[s]];
+        if (a.type == ActionType::optimizer_step)
+            return fmt::format("stage {} waits at optimizer step {} for every stage's (the global clip's all-gather)",
+                               s, a.step);
         const char* what = carries_gradient(a.type) ? "gradient" : "activation";
         Channel& ch = channel(a.peer, virtual_stage(s, a), carries_gradient(a.type));
         std::string why = fmt::format("stage {} waits for the {} of microbatch {} from stage {}", s, what,
@@ -169,6 +205,8 @@ void SimCosts::validate() const {
         if (!(scale >= 0) || !std::isfinite(scale))
             throw UsageError(fmt::format("a part's cost scale must be finite and >= 0, got {}", scale));
 }
+
+bool steps_synchronize(ScheduleKind kind) { return !is_asynchronous(kind); }
 
 double action_cost_ms(ActionType type, const SimCosts& costs) {
     switch (type) {

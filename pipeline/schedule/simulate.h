@@ -11,6 +11,11 @@
 // and a chunk's compute costs 1/v of the costs given: they are a whole stage's share of the model (p stages), of
 // which a chunk holds 1/v.
 //
+// With step_barrier (the synchronous schedules: their global clip all-gathers every part's sums of squares before
+// any part updates) an optimizer step completes at max(the time every part of the model has reached its step t)
+// + optimizer_ms: no part starts step t+1 before every part has finished step t's backwards. Without it (2bw,
+// pipedream: each stage clips by its own norm) a step depends on its own stage only.
+//
 // The simulation is event-driven (a stage runs until it blocks; a send wakes the stage waiting on its
 // channel), so it costs O(total actions).
 #pragma once
@@ -31,11 +36,15 @@ struct SimCosts {
     // Per virtual stage (part of the model), its compute time relative to an even part's (1 / parts of the model),
     // which the costs above are: a part with twice an even part's FLOPs takes twice as long. Empty: every part 1.
     std::vector<double> part_scale;
+    bool step_barrier = false;  // optimizer step t waits for every part's (steps_synchronize)
     double backward_ms() const { return backward_input_ms + backward_weight_ms; }
     // nb::UsageError naming the flag: forward_ms > 0 (it is the timeline's column width), the others >= 0; each
     // part_scale finite and >= 0.
     void validate() const;
 };
+
+// Whether a schedule's optimizer steps wait for every stage's (its clip is global: the synchronous schedules).
+bool steps_synchronize(ScheduleKind kind);
 
 // How long `type` occupies a stage: the compute costs; 0 for sends and receives (their waiting is not a cost).
 double action_cost_ms(ActionType type, const SimCosts& costs);

@@ -300,7 +300,9 @@ int run_bench_schedules(const BenchSchedulesFlags& f) {
         const std::optional<PipelineSummary> summary = run_pipeline_training(plan, quiet);
         if (!summary) continue;  // not stage 0
         results.push_back(result_of(plan.options, *summary, f.warmup_iters));
-        const SimResult simulated = simulate(build_schedule(plan.schedule), SimCosts{}, plan.schedule.placement());
+        SimCosts unit;
+        unit.step_barrier = steps_synchronize(plan.schedule.kind);  // the global clip's all-gather
+        const SimResult simulated = simulate(build_schedule(plan.schedule), unit, plan.schedule.placement());
         results.back().sim_bubble = simulated.bubble_fraction;
         if (parameters == 0)
             for (const ParamLayout& l : make_pipeline_setup(plan).layouts) parameters += l.trainable_numel();

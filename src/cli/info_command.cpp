@@ -230,10 +230,12 @@ std::string describe_parts(const ScheduleColumn& col) {
 // + backward FLOPs (a third each: B and W each cost about a forward) relative to an even part's.
 double predicted_bubble(const ModelConfig& c, const InfoFlags& f, const ScheduleColumn& col) {
     SimCosts costs;
+    costs.step_barrier = steps_synchronize(col.spec.kind);  // the global clip's all-gather
     double total = 0;
     for (const StageSpec& sp : col.cut) total += stage_flops_per_token(c, sp, f.seq_length).training();
     const double even = total / static_cast<double>(col.cut.size());
-    for (const StageSpec& sp : col.cut) costs.part_scale.push_back(stage_flops_per_token(c, sp, f.seq_length).training() / even);
+    for (const StageSpec& sp : col.cut)
+        costs.part_scale.push_back(stage_flops_per_token(c, sp, f.seq_length).training() / even);
     return simulate(col.rank_plans, costs, col.spec.placement()).bubble_fraction;
 }
 

@@ -52,8 +52,10 @@ int print_schedule(ScheduleFlags& f) {
     f.spec.kind = parse_schedule_kind(f.schedule);
     f.spec.validate();
     if (f.backward_ms) f.costs.backward_input_ms = f.costs.backward_weight_ms = *f.backward_ms / 2;
-    if (f.backward_ms && !(*f.backward_ms >= 0)) throw UsageError(fmt::format("--backward-ms must be >= 0, got {}", *f.backward_ms));
+    if (f.backward_ms && !(*f.backward_ms >= 0))
+        throw UsageError(fmt::format("--backward-ms must be >= 0, got {}", *f.backward_ms));
     f.costs.validate();
+    f.costs.step_barrier = steps_synchronize(f.spec.kind);  // the global clip's all-gather
     const std::vector<StagePlan> plans = build_schedule(f.spec);
     const SimResult result = simulate(plans, f.costs, f.spec.placement());
     print_header(f.spec, f.costs);
