@@ -28,7 +28,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-SCHEDULE_ORDER = ["gpipe", "1f1b", "2bw", "pipedream"]
+SCHEDULE_ORDER = ["gpipe", "1f1b", "zb-h1", "zb-v", "2bw", "pipedream"]
 # Trace categories, in the order the busy bar stacks them (moe spans sit inside forward/backward: not counted).
 BUSY_PARTS = [("compute", ("forward", "backward", "weight", "optimizer"), "tab:blue"),
               ("transfer", ("send", "recv"), "tab:orange"),
@@ -139,7 +139,8 @@ def chart_bubble(rows, path):
         return False
     fig, ax = plt.subplots(figsize=(8, 4))
     placed = bars(ax, groups, lambda r: r["bubble_pct"])
-    for marker, key, text in (("_", "bubble_analytic_pct", "analytic, flushing schedules: (P-1)/(m+P-1)"),
+    analytic = "analytic: (P-1)/(m+P-1); zb-h1 (P-1)/(3m+P-1); zb-v (P-1)/(6m+P-1)"
+    for marker, key, text in (("_", "bubble_analytic_pct", analytic),
                               ("x", "bubble_simulated_pct", "nobubble schedule (simulated)")):
         xs = [x for x, _, r in placed if r[key] is not None]
         ys = [r[key] for _, _, r in placed if r[key] is not None]

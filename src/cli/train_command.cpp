@@ -3,6 +3,9 @@
 // One synchronous stage in one process is the plain loop of src/run/trainer.cpp; anything else (more stages, an
 // asynchronous schedule, several MPI ranks) is the pipeline executor (src/run/pipeline_driver.h). Under mpirun
 // each rank is one stage, and --stages defaults to the number of ranks.
+#include <fmt/format.h>
+
+#include "src/core/error.h"
 #include "src/core/mpi_env.h"
 #include "src/run/checkpoint.h"
 #include "src/run/cut_memory.h"
@@ -22,6 +25,11 @@ Command add_train_command(CLI::App& app) {
                 if (world > 1 && sub->count("--stages") == 0) o.stages = world;
                 // Every rank alike: a bad one is the same UsageError; the cut's memory bound is every rank's least.
                 const RunPlan plan = make_run_plan(o, run_memory_fits(o));
+                if (o.data_parallel_size > 1)
+                    throw UsageError(fmt::format("--data-parallel-size {}: `train` runs one replica so far; "
+                                                 "`nobubble reference --data-parallel-size {}` runs the D replicas' "
+                                                 "arithmetic in one process",
+                                                 o.data_parallel_size, o.data_parallel_size));
                 if (!needs_pipeline(plan, world)) {
                     print_final_lines(stdout, {.run = run_training(plan, stdout)});
                     return 0;

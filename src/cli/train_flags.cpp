@@ -44,6 +44,12 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--num-microbatches", o.num_microbatches, "Microbatches per iteration (gradient accumulation)")
         ->capture_default_str();
     sub.add_option("--seq-length", o.seq_length, "Tokens per sequence")->capture_default_str();
+    sub.add_option("--data-parallel-size", o.data_parallel_size,
+                   "Pipeline replicas D: a global batch of D x --num-microbatches microbatches, replica r taking the "
+                   "r-th m of them (`reference` only so far)")
+        ->capture_default_str();
+    sub.add_option("--global-batch-size", o.global_batch_size,
+                   "Sequences per iteration, checked against D x --num-microbatches x --micro-batch-size (Megatron's)");
     sub.add_option("--train-iters", o.train_iters,
                    "Iterations of --num-microbatches microbatches (an optimizer step each; pipedream: one per "
                    "microbatch)")

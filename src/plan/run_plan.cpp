@@ -24,6 +24,12 @@ void check_each_flag(const TrainOptions& o, int64_t optimizer_steps) {
     require_positive(o.micro_batch_size, "--micro-batch-size");
     require_positive(o.num_microbatches, "--num-microbatches");
     require_positive(o.seq_length, "--seq-length");
+    require_positive(o.data_parallel_size, "--data-parallel-size");
+    if (o.global_batch_size != 0 && o.global_batch_size != o.microbatches_per_iter() * o.micro_batch_size)
+        throw UsageError(fmt::format("--global-batch-size {} is not --data-parallel-size {} x --num-microbatches {} x "
+                                     "--micro-batch-size {} = {}",
+                                     o.global_batch_size, o.data_parallel_size, o.num_microbatches,
+                                     o.micro_batch_size, o.microbatches_per_iter() * o.micro_batch_size));
     require_positive(o.train_iters, "--train-iters");
     require_positive(o.log_interval, "--log-interval");
     if (o.eval_interval < 0) throw UsageError(fmt::format("--eval-interval must be >= 0, got {}", o.eval_interval));

@@ -53,7 +53,7 @@ double validation_loss(BatchLoader& val, const TrainOptions& o, Device device,
                        const std::function<float(const Microbatch&)>& loss_of) {
     val.reset();
     MicrobatchReader reader(o);
-    const int64_t count = o.eval_iters * o.num_microbatches;
+    const int64_t count = o.eval_iters * o.microbatches_per_iter();
     double total = 0;
     for (int64_t i = 0; i < count; ++i) total += loss_of(reader.next(val, device));
     return total / static_cast<double>(count);

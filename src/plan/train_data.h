@@ -40,8 +40,8 @@ private:
 // Validation after iteration `iteration` (0-based): at the last one, and every --eval-interval iterations.
 bool evaluation_due(const TrainOptions& options, int64_t iteration);
 
-// Mean of `loss_of` over the first eval_iters * num_microbatches validation microbatches (the same ones every
-// time: the loader is reset first).
+// Mean of `loss_of` over the first eval_iters x (D x num_microbatches) validation microbatches: eval_iters global
+// batches (the same ones every time: the loader is reset first).
 double validation_loss(BatchLoader& val, const TrainOptions& options, Device device,
                        const std::function<float(const Microbatch&)>& loss_of);
 

@@ -24,8 +24,10 @@ std::string TrainOptions::describe_update_rule() const {
 
 std::string TrainOptions::describe_stages() const {
     const int chunks = schedule_spec().chunks_per_rank();
-    if (chunks == 1) return fmt::format("{} stages", stages);
-    return fmt::format("{} stages x {} chunks{}", stages, chunks, schedule == ScheduleKind::zb_v ? " in a V" : "");
+    const std::string replicas = data_parallel_size > 1 ? fmt::format(" x {} replicas", data_parallel_size) : "";
+    if (chunks == 1) return fmt::format("{} stages{}", stages, replicas);
+    return fmt::format("{} stages x {} chunks{}{}", stages, chunks, schedule == ScheduleKind::zb_v ? " in a V" : "",
+                       replicas);
 }
 
 }  // namespace nb

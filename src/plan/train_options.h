@@ -80,6 +80,11 @@ struct TrainOptions {
     // --stages 1 is the plain single-process loop.
     ScheduleKind schedule = ScheduleKind::one_f_one_b;  // --schedule gpipe | 1f1b | 2bw | pipedream | zb-h1 | zb-v
     int stages = 1;                  // --stages P (in-process stages, or the MPI world size under mpirun)
+    // Data parallelism (docs/DESIGN.md section 2, "Data parallelism"): D replicas of the pipeline, replica r taking
+    // microbatches [r m, (r+1) m) of every global batch of D m; each stage's gradient is its replicas' sums added in
+    // replica order, over D m. Only `nobubble reference` runs D > 1 so far.
+    int data_parallel_size = 1;      // --data-parallel-size D
+    int64_t global_batch_size = 0;   // --global-batch-size: sequences per iteration, checked against D m B (0: unset)
     int virtual_stages = 1;          // --virtual-stages V: model chunks per stage; 1f1b with V > 1 is interleaved
                                      // (read schedule_spec().chunks_per_rank(): zb-v always has 2)
     // The stage cut (model/partition.h, chosen by src/plan/pipeline_cut.h): --pipeline-cut cost | params, or
@@ -122,7 +127,9 @@ struct TrainOptions {
     ScheduleSpec schedule_spec() const {
         return {schedule, stages, num_microbatches, train_iters, sync_start, sync_cooldown, virtual_stages};
     }
-    int64_t tokens_per_iter() const { return micro_batch_size * num_microbatches * seq_length; }
+    // An iteration's global batch: D x m microbatches of B sequences of T tokens.
+    int64_t microbatches_per_iter() const { return data_parallel_size * num_microbatches; }
+    int64_t tokens_per_iter() const { return microbatches_per_iter() * micro_batch_size * seq_length; }
     // "--optimizer muon --delay-fix ef --sync-start 5": the update rule, for the runs' header lines (the delay
     // flags only where they are set).
     std::string describe_update_rule() const;

@@ -39,6 +39,7 @@ Identity identity_of(const TrainOptions& o) {
         {"schedule", std::string(schedule_kind_name(o.schedule))},
         {"micro_batch_size", fmt::format("{}", o.micro_batch_size)},
         {"num_microbatches", fmt::format("{}", o.num_microbatches)},
+        {"data_parallel_size", fmt::format("{}", o.data_parallel_size)},
         {"seq_length", fmt::format("{}", o.seq_length)},
         {"seed", fmt::format("{}", o.seed)},
         {"data", o.data_path},

@@ -22,6 +22,7 @@
 #include "pipeline/stage/stage_memory.h"
 #include "pipeline/stage/stage_state.h"
 #include "pipeline/stage/state_hash.h"
+#include "optim/replica_grads.h"
 #include "pipeline/stage/weight_history.h"
 #include "src/plan/train_data.h"
 
@@ -192,15 +193,26 @@ public:
     const std::vector<std::unique_ptr<Stage>>& stages() const { return stages_; }
     const WeightHistory& history() const { return history_; }
 
-    // Iteration t: optimizer steps [t*k, (t+1)*k) with k = m / microbatches_per_step, consuming m microbatches.
-    // Returns the iteration's summed loss, its last step's lr and norm, and its MoE blocks' loads.
+    // Iteration t: optimizer steps [t*k, (t+1)*k) with k = m / microbatches_per_step, consuming the global batch of
+    // D m microbatches, read in loader order: replica r's are [r m, (r+1) m), and its step k takes the k-th
+    // microbatches_per_step of them. Returns the iteration's summed loss, its last step's lr and norm, and its MoE
+    // blocks' loads.
     StepResult run_iteration(int64_t iteration, BatchLoader& train) {
-        const int64_t per_step = microbatches_per_step(schedule_, o_.num_microbatches);
-        const int64_t steps = o_.num_microbatches / per_step;
+        const int64_t m = o_.num_microbatches, per_step = microbatches_per_step(schedule_, m);
+        const int64_t steps = m / per_step;
+        std::vector<Microbatch> batch;  // each its own copy: the reader hands out its one buffer again each time
+        for (int64_t i = 0; i < o_.microbatches_per_iter(); ++i) {
+            Microbatch mb = reader_.next(train, ops_.device());
+            batch.push_back({mb.tokens.clone(), mb.targets.clone(), mb.batch_size, mb.seq_len});
+        }
         StepResult total;
         MoeLoadCounter moe;
         for (int64_t k = 0; k < steps; ++k) {
-            const StepResult r = run_step(iteration * steps + k, per_step, train, moe);
+            std::vector<std::vector<const Microbatch*>> by_replica(static_cast<size_t>(o_.data_parallel_size));
+            for (int r = 0; r < o_.data_parallel_size; ++r)
+                for (int64_t i = 0; i < per_step; ++i)
+                    by_replica[static_cast<size_t>(r)].push_back(&batch[static_cast<size_t>(r * m + k * per_step + i)]);
+            const StepResult r = run_step(iteration * steps + k, by_replica, moe);
             total.loss_sum += r.loss_sum;
             total.lr = r.lr;
             total.grad_norm = r.grad_norm;
@@ -247,16 +259,27 @@ public:
     }
 
 private:
-    // One optimizer step (steps 1-5 of reference.h) over its `microbatches` microbatches.
-    StepResult run_step(int64_t step, int64_t microbatches, BatchLoader& train, MoeLoadCounter& moe) {
+    // One optimizer step (steps 1-5 of reference.h) over each replica's microbatches of it: each replica's
+    // gradients summed in microbatch order, the replicas' sums added in replica order (optim/replica_grads.h), then
+    // scaled by 1 / (D n).
+    StepResult run_step(int64_t step, const std::vector<std::vector<const Microbatch*>>& by_replica,
+                        MoeLoadCounter& moe) {
         std::vector<const TensorSet*> weights;
-        for (int s = 0; s < num_stages(); ++s) {
-            stage(s).grads.zero();
-            weights.push_back(&history_.at(s, version_of(s, step)));
-        }
+        for (int s = 0; s < num_stages(); ++s) weights.push_back(&history_.at(s, version_of(s, step)));
         StepResult r;
-        for (int64_t i = 0; i < microbatches; ++i)
-            r.loss_sum += forward_backward(ops_, stages_, weights, reader_.next(train, ops_.device()), moe);
+        std::vector<TensorSet> total;  // D > 1: per stage, the replicas so far
+        for (size_t replica = 0; replica < by_replica.size(); ++replica) {
+            for (auto& st : stages_) st->grads.zero();
+            for (const Microbatch* mb : by_replica[replica])
+                r.loss_sum += forward_backward(ops_, stages_, weights, *mb, moe);
+            if (by_replica.size() == 1) break;
+            for (int s = 0; s < num_stages(); ++s) {
+                if (replica == 0) total.push_back(TensorSet::zeros(stage(s).model.layout(), DType::f32, ops_.device()));
+                add_replica_grads(ops_, total[static_cast<size_t>(s)], stage(s).grads);
+            }
+        }
+        for (size_t s = 0; s < total.size(); ++s) stages_[s]->grads = std::move(total[s]);
+        const int64_t microbatches = static_cast<int64_t>(by_replica.size() * by_replica.front().size());
         for (auto& st : stages_) average_grads(ops_, st->model.layout(), st->grads, microbatches);
         r.grad_norm = clip_gradients(ops_, stages_, o_);
         r.lr = lr_.lr_at(step);
@@ -355,10 +378,10 @@ ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
         const auto t0 = Clock::now();
         const StepResult r = run.run_iteration(t, *data->train);
         const double seconds = seconds_since(t0);
-        const double loss = r.loss_sum / static_cast<double>(o.num_microbatches);
+        const double loss = r.loss_sum / static_cast<double>(o.microbatches_per_iter());
         IterationReport report{t + 1, o.train_iters, loss, r.lr, r.grad_norm,
                                static_cast<double>(o.tokens_per_iter()) / seconds, seconds};
-        report.moe = moe_layer_figures(r.moe, o.num_microbatches);
+        report.moe = moe_layer_figures(r.moe, o.microbatches_per_iter());
         if (data->val && evaluation_due(o, t)) report.val_loss = run.validation_loss(*data->val);
         run_log.iteration(report);
         const int64_t done = t + 1;

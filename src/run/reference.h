@@ -22,6 +22,9 @@
 //      no later step will use and adds W_{t+1}.
 // Data: microbatch i of iteration t is the (t*m + i)-th batch of the trainer's loader (src/plan/train_data.h), so a
 // synchronous schedule is `nobubble train` with the model cut into stages: the same bits, for any p.
+// Data parallelism (--data-parallel-size D): an iteration reads D m microbatches, replica r's being the
+// (t D m + r m + i)-th; in step 2 each replica sums its own microbatches' gradients, the stages add the replicas'
+// sums in replica order (optim/replica_grads.h), and step 3 scales by 1/(D n).
 // Evaluation: forward only, every stage with its newest version.
 #pragma once
 
