@@ -12,6 +12,7 @@
 #include "model/flops.h"
 #include "model/partition.h"
 #include "optim/optimizer_registry.h"
+#include "optim/optimizer_shards.h"
 #include "optim/stage_optimizer.h"
 #include "pipeline/schedule/schedule.h"
 #include "pipeline/schedule/simulate.h"
@@ -31,6 +32,8 @@ struct InfoFlags {
     CutFlags cut;
     int stages = 1;
     int virtual_stages = 1;  // > 1: an interleaved 1F1B column, 1f1b-vV
+    int data_parallel_size = 1;          // D replicas of every stage
+    bool distributed_optimizer = false;  // --use-distributed-optimizer: each replica holds 1/D of the state
     int64_t micro_batch_size = 8;
     int64_t seq_length = 256;
     int64_t num_microbatches = 8;
@@ -82,6 +85,20 @@ OptimizerConfig named_optimizer(std::string_view name) {
     return optimizer;
 }
 
+// The optimizer state one rank of the stage holds: all of it, or with --use-distributed-optimizer the largest of
+// its D replicas' shares (optim/optimizer_shards.h).
+int64_t rank_state_bytes(const InfoFlags& f, const OptimizerConfig& optimizer, const ParamLayout& layout) {
+    if (!f.distributed_optimizer) return stage_optimizer_state_bytes(optimizer, DelayFixConfig{}, layout);
+    const std::vector<int64_t> shares = optimizer_shard_bytes(optimizer, DelayFixConfig{}, layout, f.data_parallel_size);
+    return *std::max_element(shares.begin(), shares.end());
+}
+
+// The memory check's figure for one rank: its optimizer state as rank_state_bytes has it.
+StageMemory on_one_rank(StageMemory m, const InfoFlags& f, const OptimizerConfig& optimizer, const ParamLayout& layout) {
+    m.optimizer_bytes = rank_state_bytes(f, optimizer, layout);
+    return m;
+}
+
 // "adamw 8 B, muon 4.2 B, ...": each optimizer's state per parameter of the whole model, from the registry.
 std::string state_per_parameter(const ModelConfig& c) {
     const ParamLayout layout = trainable_params(StageModel(c, whole_model_spec(c)).layout()).layout;
@@ -129,7 +146,8 @@ void print_stages(const ModelConfig& c, const InfoFlags& f, const StageCut& cut)
         const StageSpec& sp = cut.stages[s];
         std::string layers = fmt::format("{}blocks {}-{}{}", sp.has_embedding ? "embed + " : "", sp.first_block,
                                          sp.end_block - 1, sp.has_head ? " + head" : "");
-        const StageMemory m = estimate_cut_memory(o, {sp}, DType::f32);
+        const StageMemory m =
+            on_one_rank(estimate_cut_memory(o, {sp}, DType::f32), f, o.optimizer, StageModel(c, sp).layout());
         const int64_t params = stage_param_count(c, sp);
         fmt::print("  {:>5}  {:<6}  {:<26} {:>14} {:>7} {:>7}  {:>10}  {:>10}  {:>11}  {:>10}  {:>10}\n", s,
                    stage_bound_name(cut.bounds[s]), layers, with_commas(params),
@@ -162,8 +180,9 @@ void print_cut(const ModelConfig& c, const InfoFlags& f, const StageCut& cut) {
                percent(slowest, sum), slowest / (sum / static_cast<double>(cut.stages.size())));
 }
 
-void print_optimizer_state(const ModelConfig& c, const std::vector<StageSpec>& specs) {
-    fmt::print("optimizer state per stage, by --optimizer (no --delay-fix; ef adds 4 B per parameter):\n");
+void print_optimizer_state(const ModelConfig& c, const InfoFlags& f, const std::vector<StageSpec>& specs) {
+    fmt::print("optimizer state per {}, by --optimizer (no --delay-fix; ef adds 4 B per parameter):\n",
+               f.distributed_optimizer ? "rank (the largest of the stage's D shares)" : "stage");
     fmt::print("  {:>5}", "stage");
     for (const std::string_view name : optimizer_names()) fmt::print("  {:>10}", name);
     fmt::print("\n");
@@ -171,8 +190,7 @@ void print_optimizer_state(const ModelConfig& c, const std::vector<StageSpec>& s
         const ParamLayout layout = StageModel(c, specs[s]).layout();
         fmt::print("  {:>5}", s);
         for (const std::string_view name : optimizer_names())
-            fmt::print("  {:>10}", format_bytes(stage_optimizer_state_bytes(named_optimizer(name), DelayFixConfig{},
-                                                                             layout)));
+            fmt::print("  {:>10}", format_bytes(rank_state_bytes(f, named_optimizer(name), layout)));
         fmt::print("\n");
     }
 }
@@ -265,7 +283,10 @@ void print_schedules(const ModelConfig& c, const InfoFlags& f, const std::vector
                 const int part = placement.part(r, chunk);
                 const StageSpec& sp = col.cut[static_cast<size_t>(part)];
                 const StageLoad load{max_versions_held(col.part_plans, part), max_in_flight(col.part_plans, part)};
-                total_bytes += estimate_stage_memory(o, sp, StageModel(c, sp).layout(), load, DType::f32).total_bytes();
+                const ParamLayout layout = StageModel(c, sp).layout();
+                total_bytes +=
+                    on_one_rank(estimate_stage_memory(o, sp, layout, load, DType::f32), f, o.optimizer, layout)
+                        .total_bytes();
             }
             fmt::print("  {:>22}", fmt::format("{} v {:>3} mb {:>9}", max_versions_held(col.rank_plans, r),
                                                max_in_flight(col.rank_plans, r), format_bytes(total_bytes)));
@@ -286,6 +307,11 @@ void print_schedules(const ModelConfig& c, const InfoFlags& f, const std::vector
 int print_info(const InfoFlags& f) {
     const ModelConfig c = resolve_model(f.model);
     check_stage_count(f.stages);
+    if (f.data_parallel_size < 1)
+        throw UsageError(fmt::format("--data-parallel-size must be positive, got {}", f.data_parallel_size));
+    if (f.distributed_optimizer && f.data_parallel_size == 1)
+        throw UsageError("--use-distributed-optimizer shards the state over the replicas: give --data-parallel-size "
+                         "D > 1");
     if (f.micro_batch_size < 1 || f.seq_length < 1 || f.num_microbatches < 1)
         throw UsageError(fmt::format("--micro-batch-size, --seq-length and --num-microbatches must be positive, got "
                                      "{}, {} and {}", f.micro_batch_size, f.seq_length, f.num_microbatches));
@@ -295,13 +321,20 @@ int print_info(const InfoFlags& f) {
     const std::vector<StageSpec>& specs = cut.stages;
     print_model(c, f.seq_length);
     print_cut(c, f, cut);
+    if (f.data_parallel_size > 1)
+        fmt::print("  data parallel: {} replicas of every stage, {} ranks; each rank holds its stage's weights, "
+                   "versions, gradients and activations{}\n",
+                   f.data_parallel_size, f.stages * f.data_parallel_size,
+                   f.distributed_optimizer ? ", and with --use-distributed-optimizer 1/D of its optimizer state "
+                                             "(muon, soap: whole tensors)"
+                                           : ", and all its optimizer state");
     fmt::print("  memory per stage as `train` checks it before it allocates: f32, AdamW, one weight version, one "
                "microbatch of {} x {} tokens\n", f.micro_batch_size, f.seq_length);
     fmt::print("  (a schedule adds its weight versions and microbatches in flight, below; CUDA a bf16 copy of the "
                "weights and bf16 activations)\n");
     fmt::print("  optimizer state per parameter: {}\n", state_per_parameter(c));
     print_stages(c, f, cut);
-    print_optimizer_state(c, specs);
+    print_optimizer_state(c, f, specs);
     print_schedules(c, f, specs);
     return 0;
 }
@@ -313,6 +346,11 @@ Command add_info_command(CLI::App& app) {
     auto flags = std::make_shared<InfoFlags>();
     add_model_flags(*sub, flags->model);
     sub->add_option("--stages", flags->stages, "Pipeline stages to plan for")->capture_default_str();
+    sub->add_option("--data-parallel-size", flags->data_parallel_size,
+                    "Replicas of every stage (the memory per rank: each holds its stage whole)")
+        ->capture_default_str();
+    sub->add_flag("--use-distributed-optimizer", flags->distributed_optimizer,
+                  "Each of the D replicas holds 1/D of its stage's optimizer state (Megatron's ZeRO-1)");
     sub->add_option("--virtual-stages", flags->virtual_stages,
                     "Adds interleaved 1F1B with V chunks per stage (a column 1f1b-vV, on its own cut into P x V parts)")
         ->capture_default_str();

@@ -49,6 +49,20 @@ grep -qE '^      0 .* 4 v +4 mb +[0-9.]+ [kMGT]?B +1 v +1 mb +[0-9.]+ [kMGT]?B +
 run_logged 60 dense "$NB" info --model tiny --stages 2
 grep -qx 'model tiny: 3,279,104 parameters' "$WORK/dense.log" && grep -qx '  moe: none' "$WORK/dense.log" \
   && pass "a dense model: no active count, moe: none" || fail "dense: $(head -n 3 "$WORK/dense.log")"
+# Data parallel: each rank holds its stage whole; with the distributed optimizer, AdamW's state per rank is 1/D.
+run_logged 60 dp "$NB" info --model smollm-360m --stages 4 --data-parallel-size 8
+run_logged 60 zero "$NB" info --model smollm-360m --stages 4 --data-parallel-size 8 --use-distributed-optimizer
+adamw_of() { awk '/^optimizer state per/ { on = 1; next } on && $1 == "1" { print $2 " " $3; exit }' "$1"; }
+bytes() { awk -v x="$1" 'BEGIN { split(x, a, " "); u["kB"] = 1e3; u["MB"] = 1e6; u["GB"] = 1e9; print a[1] * u[a[2]] }'; }
+full=$(bytes "$(adamw_of "$WORK/dp.log")") shard=$(bytes "$(adamw_of "$WORK/zero.log")")
+grep -q '^  data parallel: 8 replicas of every stage, 32 ranks' "$WORK/dp.log" \
+  && awk -v f="$full" -v s="$shard" 'BEGIN { r = f / s; exit (r > 7.9 && r < 8.1) ? 0 : 1 }' \
+  && grep -q '^optimizer state per rank (the largest of the stage' "$WORK/zero.log" \
+  && pass "--data-parallel-size 8 --use-distributed-optimizer: AdamW state per rank 1/8 ($full -> $shard bytes)" \
+  || fail "distributed optimizer: $full -> $shard: $(grep -A 3 '^optimizer state per' "$WORK/zero.log")"
+expect_error 2 "use-distributed-optimizer shards the state over the replicas" "$NB" info --model tiny \
+  --use-distributed-optimizer
+expect_error 2 "data-parallel-size must be positive, got 0" "$NB" info --model tiny --data-parallel-size 0
 expect_error 2 "num-microbatches" "$NB" info --model tiny --num-microbatches 0
 expect_error 2 "9 pipeline stages but the model has only 4 layers" "$NB" info --model tiny --stages 9
 finish
