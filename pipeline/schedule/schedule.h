@@ -54,8 +54,8 @@
 // each chunk's optimizer step once the rank has run its last compute of the step (chunk by chunk, in the order
 // their last backwards came; in each part's own list, right after its last backward). Messages go between virtual
 // stages (a forward of part j receives from part j - 1: rank r - 1, or rank p - 1's previous chunk when r = 0), and
-// `peer` names the virtual stage. The per-rank lists are what the simulator times; each virtual stage's own part of them
-// (virtual_stage_plans) is what its runner runs.
+// `peer` names the virtual stage. The per-rank lists are what the simulator times; each virtual stage's own part of
+// them (virtual_stage_plans) is what its runner runs.
 //
 // ZB-V (--schedule zb-v; Qi et al. 2024, "Pipeline Parallelism with Controllable Memory"): two chunks per rank in a
 // V, chunk 0 of rank r on part r, chunk 1 on part 2p-1-r (src/plan/stage_placement.h), every backward split into B

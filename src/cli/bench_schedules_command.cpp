@@ -153,12 +153,14 @@ ScheduleResult result_of(const TrainOptions& o, const PipelineSummary& s, int64_
     ScheduleResult r;
     r.schedule = o.schedule;
     r.name = std::string(schedule_kind_name(o.schedule));
-    if (o.schedule == ScheduleKind::one_f_one_b && o.virtual_stages > 1) r.name += fmt::format("-v{}", o.virtual_stages);
+    if (o.schedule == ScheduleKind::one_f_one_b && o.virtual_stages > 1)
+        r.name += fmt::format("-v{}", o.virtual_stages);
     r.micro_batch_size = o.micro_batch_size;
     r.num_microbatches = o.num_microbatches;
     double seconds = 0, busy = 0, wall = 0;
     for (size_t t = static_cast<size_t>(warmup); t < s.iterations.size(); ++t) {
-        const IterationTiming it = per_rank_timing(s.iterations[t], o.schedule_spec().placement());  // chunks share a rank
+        // A rank's chunks share its time.
+        const IterationTiming it = per_rank_timing(s.iterations[t], o.schedule_spec().placement());
         seconds += it.seconds;
         for (size_t k = 0; k < it.busy_s.size(); ++k) busy += it.busy_s[k], wall += it.wall_s[k];
     }

@@ -89,12 +89,14 @@ OptimizerConfig named_optimizer(std::string_view name) {
 // its D replicas' shares (optim/optimizer_shards.h).
 int64_t rank_state_bytes(const InfoFlags& f, const OptimizerConfig& optimizer, const ParamLayout& layout) {
     if (!f.distributed_optimizer) return stage_optimizer_state_bytes(optimizer, DelayFixConfig{}, layout);
-    const std::vector<int64_t> shares = optimizer_shard_bytes(optimizer, DelayFixConfig{}, layout, f.data_parallel_size);
+    const std::vector<int64_t> shares =
+        optimizer_shard_bytes(optimizer, DelayFixConfig{}, layout, f.data_parallel_size);
     return *std::max_element(shares.begin(), shares.end());
 }
 
 // The memory check's figure for one rank: its optimizer state as rank_state_bytes has it.
-StageMemory on_one_rank(StageMemory m, const InfoFlags& f, const OptimizerConfig& optimizer, const ParamLayout& layout) {
+StageMemory on_one_rank(StageMemory m, const InfoFlags& f, const OptimizerConfig& optimizer,
+                        const ParamLayout& layout) {
     m.optimizer_bytes = rank_state_bytes(f, optimizer, layout);
     return m;
 }
@@ -265,8 +267,9 @@ void print_schedules(const ModelConfig& c, const InfoFlags& f, const std::vector
     std::vector<ScheduleColumn> cols;
     for (const ScheduleKind kind : kScheduleKinds.values()) cols.push_back(schedule_column(c, f, specs, kind, 1));
     if (f.virtual_stages > 1) cols.push_back(schedule_column(c, f, specs, ScheduleKind::one_f_one_b, f.virtual_stages));
-    fmt::print("per schedule at --num-microbatches {}: weight versions held (v), microbatches in flight (mb; with chunks "
-               "per stage, chunk stashes) and the stage's total (f32, AdamW):\n", f.num_microbatches);
+    fmt::print("per schedule at --num-microbatches {}: weight versions held (v), microbatches in flight (mb; with "
+               "chunks per stage, chunk stashes) and the stage's total (f32, AdamW):\n",
+               f.num_microbatches);
     fmt::print("  {:>5}", "stage");
     for (const ScheduleColumn& col : cols) fmt::print("  {:>22}", col.name);
     fmt::print("\n");

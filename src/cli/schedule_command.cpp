@@ -29,8 +29,8 @@ void print_header(const ScheduleSpec& spec, const SimCosts& costs) {
                    "microbatch 3 on chunk 1)",
                    spec.virtual_stage_count() - 1);
     else if (spec.chunks_per_rank() > 1)
-        fmt::print(", interleaved: {} chunks per stage ({} parts; F3:1 is microbatch 3 on chunk 1)", spec.virtual_stages,
-                   spec.virtual_stage_count());
+        fmt::print(", interleaved: {} chunks per stage ({} parts; F3:1 is microbatch 3 on chunk 1)",
+                   spec.virtual_stages, spec.virtual_stage_count());
     if (spec.sync_start > 0 || spec.sync_cooldown > 0)
         fmt::print(", sync start {}, sync cooldown {}", spec.sync_start, spec.sync_cooldown);
     fmt::print("\ncosts: forward {:g} ms, backward {:g} ms (input {:g} + weight {:g}), p2p {:g} ms, optimizer {:g} ms\n",
