@@ -42,4 +42,17 @@ void MoeLoadCounter::dispatch_ends(int64_t block, bool backward, const Tensor& e
     for (size_t e = 0; e < tokens.size(); ++e) it->expert_tokens[e] += tokens[e];
 }
 
+void add_replica_loads(std::vector<MoeBlockLoad>& total, const std::vector<MoeBlockLoad>& replica) {
+    if (total.size() != replica.size())
+        throw std::logic_error(fmt::format("MoE loads of {} blocks onto {}", replica.size(), total.size()));
+    for (size_t b = 0; b < total.size(); ++b) {
+        MoeBlockLoad& t = total[b];
+        const MoeBlockLoad& r = replica[b];
+        if (t.block != r.block || t.expert_tokens.size() != r.expert_tokens.size())
+            throw std::logic_error(fmt::format("MoE loads of block {} onto block {}", r.block, t.block));
+        t.aux_loss_sum += r.aux_loss_sum;
+        for (size_t e = 0; e < t.expert_tokens.size(); ++e) t.expert_tokens[e] += r.expert_tokens[e];
+    }
+}
+
 }  // namespace nb

@@ -47,6 +47,10 @@ struct MoeBlockLoad {
     bool operator==(const MoeBlockLoad&) const = default;
 };
 
+// Data parallelism: another replica's loads of the same blocks onto `total` (aux losses and tokens added), as
+// replica 0's stage and the oracle both merge them, in replica order. std::logic_error if the blocks differ.
+void add_replica_loads(std::vector<MoeBlockLoad>& total, const std::vector<MoeBlockLoad>& replica);
+
 class MoeLoadCounter final : public MoeObserver {
 public:
     // Counts forwards only (a backward sees the same routing again).

@@ -1,20 +1,19 @@
 // The distributed optimizer's split of a stage's optimizer state (--use-distributed-optimizer, Megatron's name;
-// ZeRO-1): each of the stage's D replicas keeps and updates 1/D of it, the gradients reduce-scattered to their
-// owners and the updated weights all-gathered back. Weights, weight versions and gradients stay whole on every
-// replica; for f32 weights and gradients and AdamW that is Megatron's 16 -> 8 + 8/D bytes per parameter.
+// ZeRO-1): each of the stage's D replicas keeps and updates the state of the tensors it owns; every replica still
+// holds the whole weights, weight versions and summed gradient, and after its update sends the weights it owns to
+// the others. For f32 weights and gradients and AdamW that is Megatron's 16 -> 8 + 8/D bytes per parameter
+// (up to the balance of whole tensors).
 //
-// How the state is split:
-//   elementwise state (adamw, lion, adan, mars; muon's  the elements in D even ranges (Megatron's flat buffer): a
-//   AdamW part: embedding, head, norms)                replica owns 1/D of those bytes, rounded up
-//   muon's hidden matrices, soap's matrices            whole tensors: Newton-Schulz and the eigenbases need a
-//                                                      matrix's whole gradient. Each goes to one owner, largest
-//                                                      state first, to the replica owning the fewest bytes so
-//                                                      far (the lowest-numbered on a tie), after the even part
-// Only `nobubble info` uses it so far (the memory table of a P x D run); the executor across replicas is not built.
+// Every tensor is owned whole, by one replica: Muon's Newton-Schulz and SOAP's eigenbases need a matrix's whole
+// gradient, and a whole tensor's update, its sum of squares and its checkpoint name are then exactly the unsharded
+// run's (Megatron's flat even split would cut elementwise state finer; here the spread between replicas is at
+// most the largest tensor's state). Owners are chosen largest state first, each onto the replica owning the fewest
+// bytes so far (the lowest-numbered on a tie): LPT, balancing the state's bytes (Muon's Newton-Schulz time grows
+// with a matrix's size too, so the bytes stand in for its cost). A buffer (the MoE expert bias: no optimizer state)
+// is owned too: its owner updates it and sends it with the weights.
 #pragma once
 
 #include <cstdint>
-#include <string_view>
 #include <vector>
 
 #include "model/params.h"
@@ -23,8 +22,12 @@
 
 namespace nb {
 
-// Whether `optimizer` keeps parameter `info`'s state whole on one replica (muon's hidden matrices, soap's matrices).
-bool shards_whole_tensor(std::string_view optimizer, const ParamInfo& info);
+// Per tensor of `layout` (layout order), the replica in [0, replicas) that owns it.
+std::vector<int> optimizer_tensor_owners(const OptimizerConfig& optimizer, const DelayFixConfig& delay_fix,
+                                         const ParamLayout& layout, int replicas);
+
+// The layout indices `replica` owns, in layout order.
+std::vector<int> owned_tensors(const std::vector<int>& owners, int replica);
 
 // Per replica r in [0, replicas), the bytes of the stage's optimizer and delay-fix state it owns.
 std::vector<int64_t> optimizer_shard_bytes(const OptimizerConfig& optimizer, const DelayFixConfig& delay_fix,

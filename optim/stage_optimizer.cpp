@@ -69,11 +69,20 @@ int64_t stage_optimizer_state_bytes(const OptimizerConfig& optimizer, const Dela
     return optimizer_state_bytes(optimizer, trainable) + DelayFix::state_bytes(delay_fix, trainable);
 }
 
+std::vector<std::pair<std::string, Shape>> stage_optimizer_state_entries(const OptimizerConfig& optimizer,
+                                                                         const DelayFixConfig& delay_fix,
+                                                                         const ParamLayout& layout, double peak_lr) {
+    StageOptimizer host(optimizer, delay_fix, layout, peak_lr, Device::cpu, 0.0);  // the rate changes no shape
+    std::vector<std::pair<std::string, Shape>> entries;
+    for (const auto& [name, t] : host.state_tensors()) entries.emplace_back(name, t->shape());
+    return entries;
+}
+
 std::vector<Shape> stage_optimizer_state_shapes(const OptimizerConfig& optimizer, const DelayFixConfig& delay_fix,
                                                 const ParamLayout& layout, double peak_lr) {
-    StageOptimizer host(optimizer, delay_fix, layout, peak_lr, Device::cpu, 0.0);  // the rate changes no shape
     std::vector<Shape> shapes;
-    for (const auto& [name, t] : host.state_tensors()) shapes.push_back(t->shape());
+    for (auto& [name, shape] : stage_optimizer_state_entries(optimizer, delay_fix, layout, peak_lr))
+        shapes.push_back(std::move(shape));
     return shapes;
 }
 

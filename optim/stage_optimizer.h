@@ -70,5 +70,9 @@ int64_t stage_optimizer_state_bytes(const OptimizerConfig& optimizer, const Dela
 // the host to read them off (cheap at the sizes the pipeline runs on the CPU).
 std::vector<Shape> stage_optimizer_state_shapes(const OptimizerConfig& optimizer, const DelayFixConfig& delay_fix,
                                                 const ParamLayout& layout, double peak_lr);
+// The same with their names (the distributed optimizer's canonical order of the whole state).
+std::vector<std::pair<std::string, Shape>> stage_optimizer_state_entries(const OptimizerConfig& optimizer,
+                                                                         const DelayFixConfig& delay_fix,
+                                                                         const ParamLayout& layout, double peak_lr);
 
 }  // namespace nb

@@ -34,7 +34,16 @@ std::vector<int64_t> PipelineSetup::param_tensor_counts() const {
 }
 
 void check_stages_match_ranks(const TrainOptions& o, int world_size) {
-    if (world_size > 1 && o.stages != world_size)
+    const int replicas = o.data_parallel_size;
+    if (replicas > 1 && world_size != o.stages * replicas)
+        throw UsageError(fmt::format("--data-parallel-size {} with --stages {} needs {} MPI ranks (stages x replicas: "
+                                     "mpirun -np {}), not {}",
+                                     replicas, o.stages, o.stages * replicas, o.stages * replicas, world_size));
+    if (replicas > 1 && o.device == Device::cuda)
+        throw UsageError(fmt::format("--data-parallel-size {} runs on the CPU backend so far: the replicas' gradient "
+                                     "sum over NCCL is not built yet",
+                                     replicas));
+    if (replicas == 1 && world_size > 1 && o.stages != world_size)
         throw UsageError(
             fmt::format("--stages {} does not match the {} MPI ranks: under mpirun each rank is one "
                         "stage (omit --stages, or start {} ranks)",
@@ -55,7 +64,7 @@ bool needs_pipeline(const RunPlan& plan, int world_size) {
     const bool injects_faults = o.fail_at_step >= 0 || o.fail_rank >= 0 || o.stall_at_step >= 0 || o.stall_rank >= 0 ||
                                 o.kill_rank >= 0;
     const bool traces = !o.trace_path.empty();  // only the executor records a trace (one stage: the same bits)
-    return world_size > 1 || o.stages != 1 || o.schedule_spec().chunks_per_rank() != 1 || injects_faults || traces ||
+    return world_size > 1 || o.stages != 1 || o.data_parallel_size > 1 || o.schedule_spec().chunks_per_rank() != 1 || injects_faults || traces ||
            is_asynchronous(o.schedule);
 }
 

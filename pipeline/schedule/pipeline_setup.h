@@ -54,7 +54,8 @@ struct PipelineSetup {
 // would have in the whole run (the versions they name come from the checkpoint; work in flight is redone).
 PipelineSetup make_pipeline_setup(const RunPlan& plan, int64_t first_iteration = 0);
 
-// Under mpirun each rank is one stage: UsageError unless --stages equals the number of ranks, and for the
+// Under mpirun each rank is one stage of one replica: UsageError unless the ranks are --stages x
+// --data-parallel-size (D > 1 needs mpirun and the CPU backend so far), and for the
 // test-only --stall-at-step without mpirun (one stalled stage would stall every stage of the process forever).
 void check_stages_match_ranks(const TrainOptions& options, int world_size);
 

@@ -33,10 +33,8 @@ std::optional<int64_t> version_of_name(const std::string& name, const ParamLayou
     return v;
 }
 
-std::vector<std::pair<std::string, const Tensor*>> stage_file_tensors(StageState& state, const OlderVersions& older) {
-    std::vector<std::pair<std::string, const Tensor*>> named;
-    for (const auto& [name, tensor] : state.state_tensors()) named.emplace_back(name, tensor);
-    const ParamLayout& layout = state.model.layout();
+std::vector<std::pair<std::string, const Tensor*>> stage_file_tensors(
+    std::vector<std::pair<std::string, const Tensor*>> named, const ParamLayout& layout, const OlderVersions& older) {
     for (const auto& [version, weights] : older)
         for (int i = 0; i < layout.size(); ++i) named.emplace_back(version_name(version, layout[i].name), &(*weights)[i]);
     return named;
@@ -45,7 +43,15 @@ std::vector<std::pair<std::string, const Tensor*>> stage_file_tensors(StageState
 }  // namespace
 
 TensorFilePieces stage_state_pieces(StageState& state, const OlderVersions& older) {
-    return TensorFilePieces(stage_file_tensors(state, older));  // not moved: built in place (its pieces view its own headers)
+    std::vector<std::pair<std::string, const Tensor*>> carried;
+    for (const auto& [name, tensor] : state.state_tensors()) carried.emplace_back(name, tensor);
+    return stage_state_pieces(carried, state.model.layout(), older);
+}
+
+TensorFilePieces stage_state_pieces(const std::vector<std::pair<std::string, const Tensor*>>& carried,
+                                    const ParamLayout& layout, const OlderVersions& older) {
+    // not moved: built in place (its pieces view its own headers)
+    return TensorFilePieces(stage_file_tensors(carried, layout, older));
 }
 
 std::string encode_stage_state(StageState& state, const OlderVersions& older) {

@@ -25,6 +25,10 @@ using OlderVersions = std::map<int64_t, const TensorSet*>;
 // order, its tensors in layout order (device tensors copied to the host); as pieces that view the tensors where
 // they lie (written and hashed in place: no second copy of the state), or as one string.
 TensorFilePieces stage_state_pieces(StageState& state, const OlderVersions& older = {});
+// The same file from the carried tensors given (the distributed optimizer's replica 0: its weights and every
+// replica's optimizer state, in canonical order) and the older versions over `layout`.
+TensorFilePieces stage_state_pieces(const std::vector<std::pair<std::string, const Tensor*>>& carried,
+                                    const ParamLayout& layout, const OlderVersions& older = {});
 std::string encode_stage_state(StageState& state, const OlderVersions& older = {});
 
 // The older versions `saved` holds for `layout`'s parameters, copied onto `device`. nb::RuntimeError naming

@@ -1,7 +1,10 @@
 #include "pipeline/stage/stage_memory.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
+#include "optim/optimizer_shards.h"
 #include "optim/stage_optimizer.h"
 #include "src/core/byte_size.h"
 #include "src/core/error.h"
@@ -29,7 +32,14 @@ StageMemory estimate_stage_memory(const TrainOptions& o, const StageSpec& spec, 
     m.weights_bytes = f32_bytes * params + compute_copy;
     m.versions_bytes = (load.versions_held - 1) * compute_bytes * params;
     m.gradients_bytes = f32_bytes * params;
-    m.optimizer_bytes = stage_optimizer_state_bytes(o.optimizer, o.delay_fix, layout);
+    // The distributed optimizer: the most any replica owns (optim/optimizer_shards.h).
+    if (o.distributed_optimizer) {
+        const std::vector<int64_t> shares =
+            optimizer_shard_bytes(o.optimizer, o.delay_fix, layout, o.data_parallel_size);
+        m.optimizer_bytes = *std::max_element(shares.begin(), shares.end());
+    } else {
+        m.optimizer_bytes = stage_optimizer_state_bytes(o.optimizer, o.delay_fix, layout);
+    }
     m.activations_bytes = load.microbatches_in_flight * (stash_f32_bytes / f32_bytes * compute_bytes);
     return m;
 }

@@ -67,6 +67,16 @@ void StageMeter::blocked(const StageTask& task, bool began_step) {
     if (!blocked_since_ns_) blocked_since_ns_ = end;
 }
 
+void StageMeter::blocked_on_replicas() {
+    if (!replicas_since_ns_) replicas_since_ns_ = clock_.now_ns();
+}
+
+void StageMeter::replicas_arrived() {
+    if (!replicas_since_ns_) return;
+    replica_wait_ns_ += task_start_ns_ - *replicas_since_ns_;
+    replicas_since_ns_.reset();
+}
+
 void StageMeter::stash_added(size_t bytes) {
     live_stash_bytes_ += bytes;
     peak_stash_bytes_report_ = std::max(peak_stash_bytes_report_, live_stash_bytes_);
@@ -85,6 +95,8 @@ void StageMeter::take_report(StageReport& r) {
     r.busy_s = interval.busy_s;
     r.wall_s = interval.wall_s;
     r.act_peak_bytes = static_cast<double>(peak_stash_bytes_report_);
+    r.replica_wait_s = static_cast<double>(replica_wait_ns_) * 1e-9;
+    replica_wait_ns_ = 0;
     peak_stash_bytes_report_ = live_stash_bytes_;
 }
 

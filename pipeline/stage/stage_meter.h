@@ -40,6 +40,10 @@ public:
     // The task of the try could not run; `began_step` when it did its first part before it blocked (an
     // optimizer step under the global clip: the average and sums of squares, recorded as its norm).
     void blocked(const StageTask& task, bool began_step);
+    // Data parallelism: the optimizer step of this try is blocked on the replicas' gradient sum; ... the sum of
+    // the step has come (in the try now running). The time between counts as the report's replica_wait_s.
+    void blocked_on_replicas();
+    void replicas_arrived();
 
     void stash_added(size_t bytes);
     void stash_released(size_t bytes);
@@ -63,6 +67,8 @@ private:
     bool keep_records_;
     int64_t task_start_ns_ = 0;                // of the current try
     std::optional<int64_t> blocked_since_ns_;  // the next task has been blocked since then
+    std::optional<int64_t> replicas_since_ns_;  // ... on the replicas' gradient sum since then
+    int64_t replica_wait_ns_ = 0;                // such waits since the last report
     size_t live_stash_bytes_ = 0;              // activation stashes of the microbatches in flight
     size_t peak_stash_bytes_report_ = 0;       // ... the most since the last report
     size_t peak_stash_bytes_run_ = 0;          // ... the most over the run

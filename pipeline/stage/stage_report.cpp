@@ -11,7 +11,7 @@ namespace nb {
 std::vector<double> StageReport::to_values() const {
     std::vector<double> v = {static_cast<double>(iteration), loss_sum ? 1.0 : 0.0, loss_sum.value_or(0.0),
                              val_loss_sum ? 1.0 : 0.0, val_loss_sum.value_or(0.0), busy_s, wall_s, act_peak_bytes,
-                             static_cast<double>(moe.size())};
+                             replica_wait_s, static_cast<double>(moe.size())};
     for (const MoeBlockLoad& b : moe) {
         v.insert(v.end(), {static_cast<double>(b.block), b.aux_loss_sum, static_cast<double>(b.expert_tokens.size())});
         v.insert(v.end(), b.expert_tokens.begin(), b.expert_tokens.end());
@@ -29,12 +29,13 @@ StageReport StageReport::from_values(const std::vector<double>& v) {
     r.busy_s = v[5];
     r.wall_s = v[6];
     r.act_peak_bytes = v[7];
+    r.replica_wait_s = v[8];
     size_t at = kHeader;
     const auto need = [&](size_t count) {
         if (v.size() - at < count)
             throw std::logic_error(fmt::format("a stage report of {} values, cut short", v.size()));
     };
-    for (int64_t b = 0; b < static_cast<int64_t>(v[8]); ++b) {
+    for (int64_t b = 0; b < static_cast<int64_t>(v[9]); ++b) {
         need(3);
         MoeBlockLoad block{static_cast<int64_t>(v[at]), v[at + 1], {}};
         const auto experts = static_cast<size_t>(v[at + 2]);

@@ -23,6 +23,7 @@ struct StageReport {
     double busy_s = 0;                   // compute time since the stage's previous report (stage_meter.h)
     double wall_s = 0;                   // the stage's wall time since its previous report (the first: since start)
     double act_peak_bytes = 0;           // the most bytes of live stashes held since the previous report
+    double replica_wait_s = 0;           // data parallelism: its steps' waits for the replicas' gradient sum
     std::vector<MoeBlockLoad> moe;       // the stage's MoE blocks, in block order (none in a dense model)
     std::vector<double> sum_squares;     // per parameter, of the gradient of the iteration's last step
 
@@ -31,7 +32,7 @@ struct StageReport {
     static StageReport from_values(const std::vector<double>& values);
     // The most doubles a stage with `num_params` parameter tensors and `moe_blocks` MoE blocks of `num_experts`
     // experts sends.
-    static constexpr size_t kHeader = 9;
+    static constexpr size_t kHeader = 10;
     static size_t max_values(int num_params, int64_t moe_blocks, int64_t num_experts) {
         return kHeader + static_cast<size_t>(moe_blocks * (3 + num_experts)) + static_cast<size_t>(num_params);
     }

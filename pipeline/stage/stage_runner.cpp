@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <numeric>
 #include <stdexcept>
 #include <thread>
 
@@ -14,6 +15,7 @@
 #include "src/core/stop_signal.h"
 #include "model/model_step.h"
 #include "optim/grad_clip.h"
+#include "optim/optimizer_shards.h"
 #include "pipeline/stage/fault_injection.h"
 #include "pipeline/stage/stage_checkpoint.h"
 #include "pipeline/stage/stage_moe_observer.h"
@@ -32,6 +34,20 @@ Microbatch own_copy(const Microbatch& mb) {
     return {mb.tokens.clone(), mb.targets.clone(), mb.batch_size, mb.seq_len};
 }
 
+// --use-distributed-optimizer with replicas: who owns each tensor of the stage (optim/optimizer_shards.h).
+std::vector<int> distributed_owners(const PipelineSetup& setup, int stage, const Transport* replicas) {
+    const TrainOptions& o = setup.options;
+    if (!replicas || !o.distributed_optimizer) return {};
+    return optimizer_tensor_owners(o.optimizer, o.delay_fix, setup.layouts.at(static_cast<size_t>(stage)),
+                                   o.data_parallel_size);
+}
+
+std::vector<int> every_tensor(const PipelineSetup& setup, int stage) {
+    std::vector<int> all(static_cast<size_t>(setup.layouts.at(static_cast<size_t>(stage)).size()));
+    std::iota(all.begin(), all.end(), 0);
+    return all;
+}
+
 Tensor take(std::map<int64_t, Tensor>& from, int64_t microbatch, const char* what) {
     auto node = from.extract(microbatch);
     if (node.empty()) throw std::logic_error(fmt::format("{} of microbatch {} is not here", what, microbatch));
@@ -40,7 +56,7 @@ Tensor take(std::map<int64_t, Tensor>& from, int64_t microbatch, const char* wha
 
 }  // namespace
 
-StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& transport, Ops& ops)
+StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& transport, Ops& ops, Transport* replicas)
     : setup_(setup),
       o_(setup.options),
       stage_(stage),
@@ -48,15 +64,29 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
       last_(setup.cut.at(static_cast<size_t>(stage)).has_head),
       transport_(transport),
       ops_(ops),
-      state_(o_, setup.cut[static_cast<size_t>(stage)], ops.device()),
+      replicas_(replicas),
+      replica_(replicas ? replicas->stage() : 0),
+      fault_rank_(replica_ * setup.num_stages() + stage),
+      replica_sum_(replicas ? std::make_unique<ReplicaGradSum>(*replicas, stage, setup.num_stages()) : nullptr),
+      owners_(distributed_owners(setup, stage, replicas)),
+      state_(o_, setup.cut[static_cast<size_t>(stage)], ops.device(),
+             owners_.empty() ? every_tensor(setup, stage) : owned_tensors(owners_, replica_)),
+      shards_(owners_.empty() ? nullptr
+                              : std::make_unique<ShardExchange>(
+                                    *replicas, stage, setup.num_stages(), setup.layouts.at(static_cast<size_t>(stage)),
+                                    owners_,
+                                    stage_optimizer_state_entries(o_.optimizer, o_.delay_fix,
+                                                                  setup.layouts.at(static_cast<size_t>(stage)),
+                                                                  o_.lr.lr))),
       lr_(o_.lr, setup.spec.optimizer_steps()),
       versions_(ops, state_.model.layout(), state_.master, setup.plans.at(static_cast<size_t>(stage)),
                 o_.delay_fix.kind == DelayFixKind::taylor),
       data_(open_train_data(o_)),
       train_reader_(o_),
       val_reader_(o_),
-      vote_(!o_.save_dir.empty(), setup.num_stages(), setup.first_iteration, setup.end_iteration),
-      tasks_(stage_tasks(setup, stage, data_->val != nullptr)),
+      vote_(!o_.save_dir.empty(), setup.num_stages(), setup.first_iteration, setup.end_iteration, replicas,
+            stage),
+      tasks_(stage_tasks(setup, stage, data_->val != nullptr && replica_ == 0)),
       next_forward_(setup.first_iteration * o_.num_microbatches),
       next_backward_(next_forward_),
       next_weight_(next_forward_),
@@ -64,12 +94,19 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
     if (transport.stage() != stage || transport.num_stages() != setup.num_stages())
         throw std::logic_error(fmt::format("stage {} of {} given the transport of stage {} of {}", stage,
                                            setup.num_stages(), transport.stage(), transport.num_stages()));
+    if (replicas && replicas->num_stages() != o_.data_parallel_size)
+        throw std::logic_error(fmt::format("a replica transport of {} replicas for --data-parallel-size {}",
+                                           replicas->num_stages(), o_.data_parallel_size));
 }
 
 std::string StageRunner::next_task() const {
     if (done()) return "done";
     const StageTask& task = tasks_[next_];
     // A blocked optimizer step or evaluation waits for something its description does not name.
+    if (replica_sum_ && replica_sum_->in_flight() && task.kind == StageTask::Kind::action &&
+        task.action.type == ActionType::optimizer_step)
+        return describe(task) + ": " + replica_sum_->waits_for();
+    if (weights_pending_) return describe(task) + ": " + shards_->waits_for();
     if (step_begun_) return describe(task) + ": the all-gather of every stage's clip sums (--clip-scope global)";
     if (task.kind == StageTask::Kind::evaluate && !first_)
         return fmt::format("{}: its input from stage {}", describe(task), stage_ - 1);
@@ -162,15 +199,15 @@ void StageRunner::drop_tasks_after_stop() {
 
 void StageRunner::inject_fault(const StageTask& task) {
     if (task.kind != StageTask::Kind::action) return;
-    if (stage_ == o_.signal_rank && task.action.step == o_.signal_at_step) record_stop_signal(SIGTERM);
-    if (stage_ == o_.stall_rank && task.action.step == o_.stall_at_step) stall_forever();
-    if (stage_ != o_.fail_rank || task.action.step != o_.fail_at_step) return;
+    if (fault_rank_ == o_.signal_rank && task.action.step == o_.signal_at_step) record_stop_signal(SIGTERM);
+    if (fault_rank_ == o_.stall_rank && task.action.step == o_.stall_at_step) stall_forever();
+    if (fault_rank_ != o_.fail_rank || task.action.step != o_.fail_at_step) return;
     throw RuntimeError(fmt::format("injected failure as step {} begins (--fail-at-step {} --fail-rank {})",
                                    o_.fail_at_step, o_.fail_at_step, o_.fail_rank));
 }
 
 bool StageRunner::kill_asked(KillPoint point) const {
-    return stage_ == o_.kill_rank && o_.kill_during == point;
+    return fault_rank_ == o_.kill_rank && o_.kill_during == point;
 }
 
 void StageRunner::die_if_asked(KillPoint point, int64_t step) const {
@@ -181,9 +218,9 @@ bool StageRunner::run(const StageTask& task) {
     switch (task.kind) {
         case StageTask::Kind::action: return run_action(task.action);
         case StageTask::Kind::evaluate: return evaluate(task);
-        case StageTask::Kind::report: report(task); return true;
+        case StageTask::Kind::report: return report(task);
         case StageTask::Kind::vote: return vote(task);
-        case StageTask::Kind::save: save(task); return true;
+        case StageTask::Kind::save: return save(task);
         case StageTask::Kind::finish: return finish();
     }
     return false;
@@ -232,6 +269,9 @@ void StageRunner::forward(const Action& a) {
         throw std::logic_error(fmt::format("forward of microbatch {} when {} is next", a.microbatch, next_forward_));
     die_if_asked(KillPoint::forward, a.step);
     ++next_forward_;
+    // Replica r's share of each global batch starts r m microbatches into it (the other replicas read the rest).
+    if (replicas_ && a.microbatch % o_.num_microbatches == 0)
+        data_->train->seek(data_->train->position_after(data_microbatch(a.microbatch) * o_.micro_batch_size));
     InFlight& f = in_flight_[a.microbatch];
     f.batch = own_copy(train_reader_.next(*data_->train, ops_.device()));
     Tensor x = first_ ? Tensor{} : take(activations_in_, a.microbatch, "the input activation");
@@ -276,7 +316,7 @@ void StageRunner::backward(const Action& a, bool input_only) {
         meter_.stash_added(f.stash_bytes);
     } else {
         in_flight_.erase(it);
-        ++accumulated_;
+        gradient_added(a);
     }
     if (!first_) gradients_out_.emplace(a.microbatch, std::move(dx));
 }
@@ -295,16 +335,48 @@ void StageRunner::backward_weight(const Action& a) {
     stage_backward_weight(state_.model, ctx, f.stashes);
     versions_.release(a.version);
     meter_.stash_released(f.stash_bytes);
-    ++accumulated_;
+    gradient_added(a);
+}
+
+// One more microbatch's gradient is in the step's sum. With replicas, the last one starts the sum over them: it
+// runs while the stage goes on with its list up to the step (sends, the next forwards), which waits for it.
+void StageRunner::gradient_added(const Action& a) {
+    if (++accumulated_ == setup_.spec.microbatches_per_step() && replica_sum_) replica_sum_->start(a.step, state_.grads);
+}
+
+// The microbatch of the data that this replica's `microbatch` (counted as one replica's: m per iteration) is.
+int64_t StageRunner::data_microbatch(int64_t microbatch) const {
+    const int64_t m = o_.num_microbatches;
+    return (microbatch / m) * o_.microbatches_per_iter() + replica_ * m + microbatch % m;
 }
 
 // ---- the optimizer step ----
 
 bool StageRunner::optimizer_step(const Action& a) {
-    if (!step_begun_) begin_step(a);
-    const std::optional<double> norm = clip_norm(a);
-    if (!norm) return false;  // waiting for the other stages' sums of squares
-    finish_step(a, *norm);
+    if (!step_begun_) {
+        if (replica_sum_ && replica_sum_->in_flight()) {
+            if (!replica_sum_->try_finish()) {
+                meter_.blocked_on_replicas();
+                return false;
+            }
+            meter_.replicas_arrived();
+        }
+        begin_step(a);
+    }
+    if (!weights_pending_) {
+        const std::optional<double> norm = clip_norm(a);
+        if (!norm) return false;  // waiting for the other stages' sums of squares
+        finish_step(a, *norm);
+    }
+    if (weights_pending_) {  // the distributed optimizer: the other owners' updated tensors
+        if (!shards_->try_take_weights(state_.master)) {
+            meter_.blocked_on_replicas();
+            return false;
+        }
+        meter_.replicas_arrived();
+        weights_pending_ = false;
+    }
+    complete_step(a);
     return true;
 }
 
@@ -313,7 +385,7 @@ void StageRunner::begin_step(const Action& a) {
     const int64_t n = setup_.spec.microbatches_per_step();
     if (accumulated_ != n)
         throw std::logic_error(fmt::format("optimizer step {} after {} backwards, not {}", a.step, accumulated_, n));
-    average_grads(ops_, state_.model.layout(), state_.grads, n);
+    average_grads(ops_, state_.model.layout(), state_.grads, n * o_.data_parallel_size);
     step_sums_ = param_sum_squares(ops_, state_.model.layout(), state_.grads);
     if (o_.clip_scope == ClipScope::global)
         transport_.start_allgather({Channel::clip_sums, a.step}, step_sums_, setup_.param_tensor_counts());
@@ -329,26 +401,46 @@ std::optional<double> StageRunner::clip_norm(const Action& a) {
     return std::sqrt(total_sum_squares(*all));
 }
 
+// Clip, then the optimizer on the tensors this stage steps (all, or with the distributed optimizer the owned ones,
+// whose updated weights then go to the other replicas).
 void StageRunner::finish_step(const Action& a, double norm) {
     clip_grads_to_norm(ops_, state_.model.layout(), state_.grads, norm, o_.clip_grad);
     const double lr = lr_.lr_at(a.step);
+    TensorSet master = state_.optimizer_view(state_.master), grads = state_.optimizer_view(state_.grads);
     // Taylor's compensation reads the stale version the gradient came from; it is let go before the update so
     // that the stage never holds more versions than its schedule needs.
     const std::optional<int64_t> stale = versions_.stale_version_of_step(a.step);
     if (stale) {
-        state_.optimizer.compensate(ops_, state_.model.layout(), state_.master, state_.grads, &versions_.at(*stale));
+        const TensorSet stale_weights = state_.optimizer_view(versions_.at(*stale));
+        state_.optimizer.compensate(ops_, state_.optimizer_layout, master, grads, &stale_weights);
         versions_.release(*stale);
     }
     die_if_asked(KillPoint::optimizer, a.step);
     versions_.before_update();
-    state_.optimizer.update(ops_, state_.model.layout(), state_.master, state_.grads, static_cast<float>(lr),
-                      !setup_.spec.is_synchronous_step(a.step));
+    state_.optimizer.update(ops_, state_.optimizer_layout, master, grads, static_cast<float>(lr),
+                            !setup_.spec.is_synchronous_step(a.step));
+    if (shards_) {
+        shards_->start_weights(a.step, state_.master);
+        weights_pending_ = true;
+    }
+}
+
+// The step's weights are whole: the next version, and the gradient sum starts over.
+void StageRunner::complete_step(const Action& a) {
     versions_.after_update(a.version);
     state_.grads.zero();
     accumulated_ = 0;
     step_begun_ = false;
     reported_sums_ = std::move(step_sums_);
     step_sums_.clear();
+}
+
+// The stage's whole optimizer state in canonical order (for its file and its hash): its own, or with the
+// distributed optimizer, on replica 0 once the other owners' tensors have come (`key` names the gather).
+std::optional<std::vector<std::pair<std::string, const Tensor*>>> StageRunner::whole_optimizer_state(int64_t key) {
+    const std::vector<std::pair<std::string, Tensor*>> mine = state_.optimizer.state_tensors();
+    if (!shards_) return std::vector<std::pair<std::string, const Tensor*>>(mine.begin(), mine.end());
+    return shards_->try_gather_state(key, mine);
 }
 
 // ---- evaluation, reports, the end ----
@@ -377,22 +469,73 @@ bool StageRunner::evaluate(const StageTask& task) {
     return true;
 }
 
-void StageRunner::report(const StageTask& task) {
-    StageReport r;
-    r.iteration = task.iteration;
-    r.sum_squares = reported_sums_;
-    if (auto moe = moe_loads_.extract(task.iteration)) r.moe = moe.mapped().blocks();
-    meter_.take_report(r);
+// The stage's report on the iteration. With replicas, replica r > 0 sends its own to replica 0, which adds every
+// replica's loss sum and MoE loads onto its own in replica order (as the oracle does) and reports for them all.
+bool StageRunner::report(const StageTask& task) {
+    if (!pending_report_) {
+        StageReport& r = pending_report_.emplace();
+        r.iteration = task.iteration;
+        r.sum_squares = reported_sums_;
+        if (auto moe = moe_loads_.extract(task.iteration)) r.moe = moe.mapped().blocks();
+        meter_.take_report(r);
+        if (last_) {
+            r.loss_sum = loss_sums_[task.iteration];
+            loss_sums_.erase(task.iteration);
+            if (evaluated_iteration_ == task.iteration) r.val_loss_sum = val_loss_sum_;
+        }
+        if (replica_ > 0) {
+            replicas_->send_values(0, replica_report_tag(task.iteration), r.to_values());
+            pending_report_.reset();
+            return true;
+        }
+        post_replica_reports(task.iteration);
+    }
+    StageReport& r = *pending_report_;
+    if (!merge_replica_reports(r)) return false;
     if (last_) {
-        r.loss_sum = loss_sums_[task.iteration];
-        loss_sums_.erase(task.iteration);
-        if (evaluated_iteration_ == task.iteration) r.val_loss_sum = val_loss_sum_;
         IterationReport line;
         line.iteration = task.iteration + 1;
-        line.loss = *r.loss_sum / static_cast<double>(o_.num_microbatches);
+        line.loss = *r.loss_sum / static_cast<double>(o_.microbatches_per_iter());
         apply_nan_policy(line, o_.stop_on_nan);  // here, before the report: the error names this stage
     }
     transport_.send_values(0, {Channel::report, task.iteration}, r.to_values());
+    pending_report_.reset();
+    return true;
+}
+
+// A rank's chunks are stages of their own: the tag names the stage too.
+MessageTag StageRunner::replica_report_tag(int64_t iteration) const {
+    return {Channel::replica_report, iteration * setup_.num_stages() + stage_};
+}
+
+void StageRunner::post_replica_reports(int64_t iteration) {
+    if (!replicas_) return;
+    const ModelConfig& model = o_.model;
+    const size_t most = StageReport::max_values(state_.model.layout().size(), moe_block_count(model, state_.model.spec()),
+                                                model.moe.num_experts);
+    replica_reports_.assign(static_cast<size_t>(o_.data_parallel_size), std::nullopt);
+    for (int r = 1; r < o_.data_parallel_size; ++r)
+        replicas_->post_recv_values(r, replica_report_tag(iteration), most);
+}
+
+// Replica 0: once every other replica's report on the iteration has come, their loss sums and MoE loads onto
+// `r`'s, in replica order.
+bool StageRunner::merge_replica_reports(StageReport& r) {
+    if (!replicas_) return true;
+    bool all = true;
+    for (int q = 1; q < o_.data_parallel_size; ++q) {
+        auto& got = replica_reports_[static_cast<size_t>(q)];
+        if (!got) got = replicas_->try_take_values(q, replica_report_tag(r.iteration));
+        all &= got.has_value();
+    }
+    if (!all) return false;
+    for (int q = 1; q < o_.data_parallel_size; ++q) {
+        const StageReport other = StageReport::from_values(*replica_reports_[static_cast<size_t>(q)]);
+        if (r.loss_sum) *r.loss_sum += other.loss_sum.value_or(0);
+        add_replica_loads(r.moe, other.moe);
+    }
+    replica_reports_.clear();
+    return true;
 }
 
 // ---- checkpoints ----
@@ -404,17 +547,28 @@ bool StageRunner::vote(const StageTask& task) {
 
 // The stage's file of checkpoint step t = iteration + 1 (its state after the update that ended the iteration),
 // then its size and sha256 to stage 0 (src/run/progress_collector.h writes the manifest once all have come).
-void StageRunner::save(const StageTask& task) {
+bool StageRunner::save(const StageTask& task) {
     const int64_t step = task.iteration + 1;
-    if (!setup_.saves_after(task.iteration) && !vote_.ends_early_after(task.iteration)) return;
+    if (!setup_.saves_after(task.iteration) && !vote_.ends_early_after(task.iteration)) return true;
+    if (replica_ > 0) {  // the replicas hold the same weights: replica 0's file is the stage's
+        if (shards_) shards_->send_state(step, state_.optimizer.state_tensors());
+        return true;
+    }
+    const std::optional<std::vector<std::pair<std::string, const Tensor*>>> state = whole_optimizer_state(step);
+    if (!state) return false;  // the other owners' state is on its way
+    std::vector<std::pair<std::string, const Tensor*>> carried;
+    const ParamLayout& layout = state_.model.layout();
+    for (int i = 0; i < layout.size(); ++i) carried.emplace_back("weights." + layout[i].name, &state_.master[i]);
+    carried.insert(carried.end(), state->begin(), state->end());
     const std::string dir = make_step_dir(o_.save_dir, step);
-    const TensorFilePieces file = stage_state_pieces(state_, versions_.older_versions());
+    const TensorFilePieces file = stage_state_pieces(carried, layout, versions_.older_versions());
     if (kill_asked(KillPoint::checkpoint) && setup_.iteration_of_step(o_.kill_at_step) <= task.iteration)
         die_writing_half(dir + "/" + stage_file_name(stage_), file.joined());
     const CheckpointEntry entry = write_checkpoint_file(dir, stage_file_name(stage_), file.pieces());
-    const LoaderPosition data = data_->train->position_after(step * o_.num_microbatches * o_.micro_batch_size);
+    const LoaderPosition data = data_->train->position_after(step * o_.microbatches_per_iter() * o_.micro_batch_size);
     const CheckpointReport r{entry.bytes, state_.optimizer.steps_taken(), data.epoch, data.index, entry.sha256};
     transport_.send_values(0, {Channel::checkpoint, step}, r.to_values());
+    return true;
 }
 
 // To stage 0: the master weights, the optimizer state (both hashed there, pipeline/stage/state_hash.h), the final
@@ -422,15 +576,57 @@ void StageRunner::save(const StageTask& task) {
 // collective completed).
 bool StageRunner::finish() {
     if (!vote_.drain(transport_)) return false;
+    if (!replicas_agree()) return false;
+    const int64_t key = setup_.end_iteration + 1;  // after every checkpoint's gather
+    if (replica_ > 0) {  // replica 0 sends for the stage
+        if (shards_) shards_->send_state(key, state_.optimizer.state_tensors());
+        return true;
+    }
+    const std::optional<std::vector<std::pair<std::string, const Tensor*>>> state = whole_optimizer_state(key);
+    if (!state) return false;
     for (int i = 0; i < state_.master.size(); ++i) transport_.send(0, {Channel::final_weights, i}, state_.master[i]);
-    const std::vector<Tensor> state = state_.optimizer.state_in_order();
-    for (size_t i = 0; i < state.size(); ++i)
-        transport_.send(0, {Channel::final_optimizer, static_cast<int64_t>(i)}, state[i]);
+    for (size_t i = 0; i < state->size(); ++i)
+        transport_.send(0, {Channel::final_optimizer, static_cast<int64_t>(i)}, *(*state)[i].second);
     StageFinal f;
     f.peak_versions = versions_.peak_held();
     std::optional<std::vector<double>> trace = meter_.finish(f);
     transport_.send_values(0, {Channel::final_values, 0}, f.to_values());
     if (trace) transport_.send_values(0, {Channel::trace, 0}, std::move(*trace));
+    return true;
+}
+
+// With replicas, at the end: every replica's master weights must be replica 0's, bit for bit (they took the same
+// summed gradients); each sends the sha256 of its weights to replica 0, which checks them (std::logic_error).
+bool StageRunner::replicas_agree() {
+    if (!replicas_ || replicas_agreed_) return true;
+    const MessageTag tag = replica_report_tag(setup_.end_iteration);  // after every iteration's report
+    const std::string mine = stages_sha256({state_.master.tensors});
+    if (replica_ > 0) {
+        std::vector<double> digits(mine.begin(), mine.end());
+        replicas_->send_values(0, tag, std::move(digits));
+        replicas_agreed_ = true;
+        return true;
+    }
+    if (replica_reports_.empty()) {
+        replica_reports_.assign(static_cast<size_t>(o_.data_parallel_size), std::nullopt);
+        for (int q = 1; q < o_.data_parallel_size; ++q) replicas_->post_recv_values(q, tag, mine.size());
+    }
+    bool all = true;
+    for (int q = 1; q < o_.data_parallel_size; ++q) {
+        auto& got = replica_reports_[static_cast<size_t>(q)];
+        if (!got) got = replicas_->try_take_values(q, tag);
+        all &= got.has_value();
+    }
+    if (!all) return false;
+    for (int q = 1; q < o_.data_parallel_size; ++q) {
+        const std::string theirs(replica_reports_[static_cast<size_t>(q)]->begin(),
+                                 replica_reports_[static_cast<size_t>(q)]->end());
+        if (theirs != mine)
+            throw std::logic_error(fmt::format("stage {}: replica {}'s weights differ from replica 0's at the end",
+                                               stage_, q));
+    }
+    replica_reports_.clear();
+    replicas_agreed_ = true;
     return true;
 }
 

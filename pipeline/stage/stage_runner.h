@@ -14,7 +14,12 @@
 //   accumulation      every backward (or, split, every W) adds onto the step's gradient sum; backwards, B and W
 //                     each come in microbatch order (std::logic_error otherwise), so the sum is the oracle's, bit
 //                     for bit (model/weight_grads.h: B + W give the fused backward's bits);
-//   optimizer step    scale by 1/m (m > 1; pipedream steps on single microbatches), clip by the norm of
+//   replicas          with D > 1 data-parallel replicas, replica r reads microbatches [r m, (r+1) m) of every global
+//                     batch of D m; once the step's last backward (or W) has added its gradient, the sum over the
+//                     replicas starts (pipeline/stage/replica_grad_sum.h: in replica order, the oracle's bits) and
+//                     the step waits for it; only replica 0 evaluates, reports to stage 0 (with the other
+//                     replicas' loss sums and MoE loads added in replica order), saves and sends its finals;
+//   optimizer step    scale by 1/(D m) (m > 1; pipedream steps on single microbatches), clip by the norm of
 //                     --clip-scope (global: the per-parameter sums of squares of every stage, all-gathered and
 //                     added in canonical order, optim/grad_clip.h; stage: this stage's own), then the stage's
 //                     optimizer (optim/stage_optimizer.h: --optimizer, with --delay-fix on asynchronous steps;
@@ -48,6 +53,9 @@
 #include "optim/lr_schedule.h"
 #include "pipeline/schedule/pipeline_setup.h"
 #include "pipeline/stage/compute_turns.h"
+#include "pipeline/stage/replica_grad_sum.h"
+#include "pipeline/stage/shard_exchange.h"
+#include "pipeline/stage/stage_report.h"
 #include "pipeline/stage/stage_clock.h"
 #include "pipeline/stage/stage_meter.h"
 #include "pipeline/stage/stage_state.h"
@@ -62,8 +70,9 @@ namespace nb {
 class StageRunner {
 public:
     // The stage's plan is setup.plans[stage]. Opens the data (RuntimeError naming the file when it cannot).
-    // `setup`, `transport` and `ops` must outlive the runner.
-    StageRunner(const PipelineSetup& setup, int stage, Transport& transport, Ops& ops);
+    // `setup`, `transport` and `ops` must outlive the runner. `replicas`: with --data-parallel-size D > 1, the
+    // transport among this stage's D replicas (its stage() is this runner's replica), else null.
+    StageRunner(const PipelineSetup& setup, int stage, Transport& transport, Ops& ops, Transport* replicas = nullptr);
 
     // Runs the next task if what it needs is there (a receive has arrived; the all-gather of a global clip has
     // completed) and returns true; returns false when it is blocked or done. Receives of the next kLookahead
@@ -91,6 +100,7 @@ public:
     const StopVote& stop_vote() const { return vote_; }
 
     int stage() const { return stage_; }
+    int replica() const { return replica_; }
     int64_t train_windows() const { return data_->train->num_windows(); }
     int peak_versions() const { return versions_.peak_held(); }
 
@@ -116,15 +126,23 @@ private:
     void forward(const Action& a);
     void backward(const Action& a, bool input_only);  // the fused backward, or B of a split one
     void backward_weight(const Action& a);
+    void gradient_added(const Action& a);
+    int64_t data_microbatch(int64_t microbatch) const;
+    bool merge_replica_reports(StageReport& r);
     bool optimizer_step(const Action& a);
     void begin_step(const Action& a);
     std::optional<double> clip_norm(const Action& a);
     void finish_step(const Action& a, double norm);
+    void complete_step(const Action& a);
+    std::optional<std::vector<std::pair<std::string, const Tensor*>>> whole_optimizer_state(int64_t key);
     bool evaluate(const StageTask& task);
-    void report(const StageTask& task);
+    bool report(const StageTask& task);
+    void post_replica_reports(int64_t iteration);
+    MessageTag replica_report_tag(int64_t iteration) const;
     bool finish();
+    bool replicas_agree();
     bool vote(const StageTask& task);
-    void save(const StageTask& task);
+    bool save(const StageTask& task);
     bool gate(const StageTask& task);
     void drop_tasks_after_stop();
 
@@ -137,8 +155,15 @@ private:
     const bool first_, last_;  // holds the embedding / the head
     Transport& transport_;
     Ops& ops_;
+    // Data parallelism (D > 1): the transport among the stage's replicas, and the sum of its gradients over them.
+    Transport* replicas_;
+    const int replica_;
+    const int fault_rank_;  // what the test-only --*-rank flags name: replica x stages + stage
+    std::unique_ptr<ReplicaGradSum> replica_sum_;
+    std::vector<int> owners_;  // --use-distributed-optimizer: per tensor, the replica that owns it (else empty)
 
     StageState state_;  // the slice of the model, master weights, gradient sum, optimizer state
+    std::unique_ptr<ShardExchange> shards_;  // --use-distributed-optimizer: weights and state between the owners
     LrSchedule lr_;
     WeightVersions versions_;
     std::unique_ptr<TrainData> data_;
@@ -161,6 +186,7 @@ private:
     int64_t next_forward_ = 0, next_backward_ = 0, next_weight_ = 0;
     int64_t accumulated_ = 0;                       // backwards in the current step's gradient sum
     bool step_begun_ = false;                       // the current optimizer step waits for its clip norm
+    bool weights_pending_ = false;                  // ... has updated its own tensors and waits for the owners'
     std::vector<double> step_sums_;                 // per-parameter sums of squares of the current step
     std::vector<double> reported_sums_;             // ... of the last step made, for the report
 
@@ -168,6 +194,9 @@ private:
 
     std::map<int64_t, double> loss_sums_;         // last stage: per iteration, microbatch losses added in order
     std::map<int64_t, MoeLoadCounter> moe_loads_;  // per iteration, the stage's MoE blocks' training forwards
+    std::optional<StageReport> pending_report_;   // made, not yet sent (replica 0 waits for the others')
+    std::vector<std::optional<std::vector<double>>> replica_reports_;  // replica 0: what the others sent
+    bool replicas_agreed_ = false;                // the end's check of the replicas' weights is done
     double val_loss_sum_ = 0;                     // last stage: the running evaluation
     std::optional<int64_t> evaluated_iteration_;  // last stage: the iteration whose evaluation val_loss_sum_ is
 };

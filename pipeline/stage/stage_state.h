@@ -23,11 +23,20 @@ struct StageState {
     // The stage `spec` of --model, initialised from --seed (per parameter name: the same values for any cut),
     // with the optimizer and mitigation of the options. UsageError for a bad optimizer configuration.
     StageState(const TrainOptions& options, const StageSpec& spec, Device device);
+    // With `owned` (the distributed optimizer, optim/optimizer_shards.h): the optimizer and the mitigation cover
+    // only those layout indices; weights and gradients stay whole.
+    StageState(const TrainOptions& options, const StageSpec& spec, Device device, const std::vector<int>& owned);
 
     StageModel model;
     TensorSet master;
     TensorSet grads;
+    std::vector<int> owned;       // the layout indices the optimizer steps (every one unless sharded)
+    ParamLayout optimizer_layout;  // their layout: the optimizer's
     StageOptimizer optimizer;
+
+    bool sharded() const { return static_cast<int>(owned.size()) != model.layout().size(); }
+    // The tensors of `set` (over the model's layout) the optimizer steps: `set` itself, or views of the owned ones.
+    TensorSet optimizer_view(const TensorSet& set) const;
 
     // Every tensor that carries from step to step, by canonical name, in canonical order: the master weights
     // ("weights.<parameter>", layout order), then the optimizer's and the mitigation's state (their own names,

@@ -29,7 +29,7 @@ int64_t iteration_of(const PipelineSetup& setup, const StageTask& task) {
 
 std::vector<StageTask> stage_tasks(const PipelineSetup& setup, int stage, bool evaluates) {
     const TrainOptions& o = setup.options;
-    const int64_t eval_count = o.eval_iters * o.num_microbatches;  // as validation_loss (train_data.h)
+    const int64_t eval_count = o.eval_iters * o.microbatches_per_iter();  // as validation_loss (train_data.h)
     const bool saves = !o.save_dir.empty();
     std::vector<StageTask> tasks;
     // Evaluation forwards are numbered over the whole run (their message tags), so a resumed run counts the

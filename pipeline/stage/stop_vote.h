@@ -12,11 +12,18 @@
 // So every stage reaches the same stop, nothing is in flight past it, and every stage starts the same
 // all-gathers (an MPI rule). A stop is answered within L iterations of the signal.
 //
+// With D > 1 data-parallel replicas the vote is the whole job's: once a stage has its pipeline's outcome it sends
+// it to the same stage of every other replica (point-to-point over the replica transport) and takes
+// theirs; the signal is the first asking one in replica order, then stage order, the same on every rank. A stage
+// is never more than one iteration ahead of its replicas (each step waits for their gradients), so the vote of
+// iteration j is still taken only at j + L, where every rank has voted long ago.
+//
 // Without --save there is nowhere to save: no votes, every iteration is open (the runner passes enabled=false).
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "pipeline/transport/transport.h"
 
@@ -24,8 +31,9 @@ namespace nb {
 
 class StopVote {
 public:
-    // Iterations [first, end) of a run of `num_stages` stages.
-    StopVote(bool enabled, int num_stages, int64_t first, int64_t end);
+    // Iterations [first, end) of a run of `num_stages` stages; `replicas`: the replica transport of stage `stage`
+    // when the run has D > 1 replicas (it must outlive the vote), else null.
+    StopVote(bool enabled, int num_stages, int64_t first, int64_t end, Transport* replicas = nullptr, int stage = 0);
 
     // This stage's vote at the end of `iteration` (the runner calls it once per iteration, in order).
     void vote(Transport& transport, int64_t iteration, int stop_signal);
@@ -46,6 +54,8 @@ public:
 
 private:
     bool take_next(Transport& transport);
+    bool take_replica_votes(int& signal);
+    MessageTag replica_tag() const;
 
     bool enabled_;
     int num_stages_;
@@ -55,6 +65,10 @@ private:
     int64_t voted_until_;  // votes started: iterations < voted_until_
     bool stopped_early_ = false;
     int stop_signal_ = 0;
+    Transport* replicas_ = nullptr;
+    int stage_ = 0;  // the replica messages' tags: {stop_vote, j x num_stages + stage} (a rank's chunks vote apart)
+    std::optional<int> pipeline_signal_;  // the vote being taken: its pipeline's outcome, once known
+    std::vector<std::optional<double>> replica_signals_;  // ... and each other replica's, as they come
 };
 
 }  // namespace nb

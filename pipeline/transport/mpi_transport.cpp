@@ -106,10 +106,22 @@ std::chrono::microseconds progress_interval() {
     return e ? std::chrono::microseconds(std::max(0, std::atoi(e))) : kProgressInterval;
 }
 
+// Every MPI call of every transport of the process holds it (MPI_THREAD_SERIALIZED): with data parallelism a
+// rank has two, its pipeline's and its replicas', and two progress helpers.
+std::mutex& process_mpi_mutex() {
+    static std::mutex m;
+    return m;
+}
+
 class MpiTransport final : public Transport {
 public:
-    MpiTransport() {
-        check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+    // color < 0: every rank of the job (MPI_COMM_WORLD, duplicated); else the ranks of the same color, numbered in
+    // world order.
+    explicit MpiTransport(int color) {
+        if (color < 0)
+            check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+        else
+            check_mpi(MPI_Comm_split(MPI_COMM_WORLD, color, mpi_world_rank(), &comm_), "MPI_Comm_split");
         MPI_Comm_rank(comm_, &rank_);
         MPI_Comm_size(comm_, &size_);
         void* attr = nullptr;
@@ -117,7 +129,7 @@ public:
         MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attr, &flag);
         const int tag_ub = flag ? *static_cast<int*>(attr) : 32767;  // 32767: the least MPI guarantees
         indices_per_channel_ = tag_ub / kNumChannels;
-        oversubscribed_ = ranks_oversubscribe_cores(comm_);
+        oversubscribed_ = ranks_oversubscribe_cores(MPI_COMM_WORLD);  // the node's ranks, of every communicator
     }
 
     ~MpiTransport() override {
@@ -423,7 +435,7 @@ private:
     std::map<MessageTag, PendingGather> gathers_;
     std::list<PendingSend> sends_;  // a list: requests must not move while MPI writes them
 
-    std::mutex mutex_;  // held by every MPI call of this transport (MPI_THREAD_SERIALIZED)
+    std::mutex& mutex_ = process_mpi_mutex();  // held by every MPI call (MPI_THREAD_SERIALIZED)
     std::thread helper_;
     std::atomic<bool> stop_{false};
     bool helper_stopped_ = false;
@@ -443,6 +455,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Transport> make_mpi_transport() { return std::make_unique<MpiTransport>(); }
+std::unique_ptr<Transport> make_mpi_transport() { return std::make_unique<MpiTransport>(-1); }
+
+std::unique_ptr<Transport> make_mpi_transport_of_color(int color) { return std::make_unique<MpiTransport>(color); }
 
 }  // namespace nb

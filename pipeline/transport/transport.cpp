@@ -18,6 +18,11 @@ const char* channel_name(Channel channel) {
         case Channel::announce: return "announce";
         case Channel::stop_vote: return "stop_vote";
         case Channel::checkpoint: return "checkpoint";
+        case Channel::replica_grads: return "replica_grads";
+        case Channel::replica_sums: return "replica_sums";
+        case Channel::replica_report: return "replica_report";
+        case Channel::replica_weights: return "replica_weights";
+        case Channel::replica_state: return "replica_state";
     }
     return "?";
 }

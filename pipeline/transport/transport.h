@@ -48,8 +48,14 @@ enum class Channel : uint8_t {
                       // `index` on that link (pipeline/transport/nccl_transport.h); never sent by the runtime itself
     stop_vote,        // all-gather at the end of iteration `index`: was a stop asked (pipeline/stage/stop_vote.h)
     checkpoint,       // any stage -> stage 0, its checkpoint file of step `index` is written (size, sha256)
+    // Between the D replicas of one stage (data parallelism: a transport whose stages are the replicas):
+    replica_grads,    // replica r -> k, shard k of a gradient bucket (pipeline/stage/replica_grad_sum.h)
+    replica_sums,     // replica k -> every replica, shard k of the bucket, summed in replica order
+    replica_report,   // replica r > 0 -> replica 0, its report on iteration `index` (loss sums, MoE loads)
+    replica_weights,  // the distributed optimizer: an owner -> every replica, a tensor it updated
+    replica_state,    // the distributed optimizer: an owner -> replica 0, a state tensor for a checkpoint or the end
 };
-constexpr int kNumChannels = 12;
+constexpr int kNumChannels = 17;
 const char* channel_name(Channel channel);
 
 struct MessageTag {

@@ -78,11 +78,13 @@ Command add_bench_command(CLI::App& app) {
     auto schedules = add_bench_schedules_command(*sub);
     auto checkpoint = add_bench_checkpoint_command(*sub);
     auto moe = add_bench_moe_command(*sub);
-    return {sub, [ops_flags, ops, gpu, schedules, checkpoint, moe] {
+    auto data_parallel = add_bench_data_parallel_command(*sub);
+    return {sub, [ops_flags, ops, gpu, schedules, checkpoint, moe, data_parallel] {
                 if (ops->parsed()) return run_bench_ops(*ops_flags);
                 if (schedules.app->parsed()) return schedules.run();
                 if (checkpoint.app->parsed()) return checkpoint.run();
                 if (moe.app->parsed()) return moe.run();
+                if (data_parallel.app->parsed()) return data_parallel.run();
                 return gpu.run();
             }};
 }

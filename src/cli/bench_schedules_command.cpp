@@ -29,6 +29,7 @@
 #include <fmt/format.h>
 
 #include "src/cli/commands.h"
+#include "src/cli/synthetic_corpus.h"
 #include "src/core/error.h"
 #include "src/core/mpi_env.h"
 #include "src/run/backend.h"
@@ -36,7 +37,6 @@
 #include "pipeline/schedule/simulate.h"
 #include "src/run/cut_memory.h"
 #include "src/run/pipeline_driver.h"
-#include "src/core/rng.h"
 
 namespace nb::cli {
 
@@ -68,40 +68,6 @@ struct ScheduleResult {
     double tokens_per_s = 0, bubble = 0, ms_per_iter = 0, final_loss = 0;
     double sim_bubble = 0;  // the simulator's, for the same plan at unit costs F = B = W
     std::vector<double> act_mib;  // per stage
-};
-
-// A corpus of seeded pseudo-words (bytes are tokens), the same on every rank; each rank writes its own file.
-class SyntheticCorpus {
-public:
-    explicit SyntheticCorpus(uint64_t seed) {
-        char tmpl[] = "/tmp/nobubble_bench_corpus_XXXXXX";
-        const int fd = ::mkstemp(tmpl);
-        if (fd < 0) throw RuntimeError("bench schedules: cannot create a temporary corpus in /tmp");
-        path_ = tmpl;
-        static const char* const words[] = {"the", "pipeline", "bubble", "stage", "weights", "gradient", "of",
-                                            "a", "step", "model", "and", "microbatch", "stale", "one", "two",
-                                            "async", "flush", "loss", "token", "layer", "is", "to", "in", "it"};
-        Rng rng(seed);
-        std::string text;
-        while (text.size() < (1u << 20)) {
-            const uint64_t n = 4 + rng.below(12);
-            for (uint64_t w = 0; w < n; ++w) {
-                text += words[rng.below(std::size(words))];
-                text += w + 1 < n ? ' ' : '.';
-            }
-            text += rng.below(4) == 0 ? '\n' : ' ';
-        }
-        const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-        ::close(fd);
-        if (!ok) throw RuntimeError(fmt::format("bench schedules: cannot write the temporary corpus {}", path_));
-    }
-    ~SyntheticCorpus() { std::remove(path_.c_str()); }
-    SyntheticCorpus(const SyntheticCorpus&) = delete;
-    SyntheticCorpus& operator=(const SyntheticCorpus&) = delete;
-    const std::string& path() const { return path_; }
-
-private:
-    std::string path_;
 };
 
 // One row of the table: a schedule, and its chunks per stage (1f1b with V > 1: interleaved).

@@ -70,6 +70,9 @@ Command add_bench_checkpoint_command(CLI::App& bench);
 // `bench moe`: the MoE layer against a dense MLP of the same active FLOPs; on a GPU MoE tokens/s and MFU
 // (src/cli/bench_moe_command.cpp).
 Command add_bench_moe_command(CLI::App& bench);
+// `bench data-parallel`: D pipeline replicas' tokens/s against one's, and the exposed gradient reduction
+// (src/cli/bench_data_parallel_command.cpp).
+Command add_bench_data_parallel_command(CLI::App& bench);
 
 // Splices the keys of `--config FILE.toml` (given after a subcommand) into args, before the command line's
 // own flags so that those win. args[0] is the program name.

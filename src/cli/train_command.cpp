@@ -22,14 +22,12 @@ Command add_train_command(CLI::App& app) {
     return {sub, [flags, sub] {
                 TrainOptions o = resolve_train_flags(*flags);
                 const int world = mpi_world_size();
-                if (world > 1 && sub->count("--stages") == 0) o.stages = world;
+                // Under mpirun without --stages: the ranks are D pipelines of world / D stages (rank = replica x P
+                // + stage, src/plan/rank_layout.h); a world D does not divide is check_stages_match_ranks's error.
+                if (world > 1 && sub->count("--stages") == 0)
+                    o.stages = world % o.data_parallel_size == 0 ? world / o.data_parallel_size : world;
                 // Every rank alike: a bad one is the same UsageError; the cut's memory bound is every rank's least.
                 const RunPlan plan = make_run_plan(o, run_memory_fits(o));
-                if (o.data_parallel_size > 1)
-                    throw UsageError(fmt::format("--data-parallel-size {}: `train` runs one replica so far; "
-                                                 "`nobubble reference --data-parallel-size {}` runs the D replicas' "
-                                                 "arithmetic in one process",
-                                                 o.data_parallel_size, o.data_parallel_size));
                 if (!needs_pipeline(plan, world)) {
                     print_final_lines(stdout, {.run = run_training(plan, stdout)});
                     return 0;

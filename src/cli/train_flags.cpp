@@ -46,8 +46,11 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--seq-length", o.seq_length, "Tokens per sequence")->capture_default_str();
     sub.add_option("--data-parallel-size", o.data_parallel_size,
                    "Pipeline replicas D: a global batch of D x --num-microbatches microbatches, replica r taking the "
-                   "r-th m of them (`reference` only so far)")
+                   "r-th m of them; under mpirun -np P*D, rank = replica x P + stage")
         ->capture_default_str();
+    sub.add_flag("--use-distributed-optimizer", o.distributed_optimizer,
+                 "With D > 1: each replica keeps and updates the optimizer state of the tensors it owns and sends "
+                 "their weights to the others (Megatron's ZeRO-1; the same bits)");
     sub.add_option("--global-batch-size", o.global_batch_size,
                    "Sequences per iteration, checked against D x --num-microbatches x --micro-batch-size (Megatron's)");
     sub.add_option("--train-iters", o.train_iters,
@@ -110,18 +113,18 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
     // Test-only: the pipeline's fault tests make one rank fail mid-run to check that the whole job ends.
     sub.add_option("--fail-at-step", o.fail_at_step,
                    "TEST ONLY: with --fail-rank, that rank raises an error as optimizer step N (from 0) begins");
-    sub.add_option("--fail-rank", o.fail_rank, "TEST ONLY: the rank (stage) that --fail-at-step fails");
+    sub.add_option("--fail-rank", o.fail_rank, "TEST ONLY: the rank (replica x P + stage) that --fail-at-step fails");
     sub.add_option("--signal-at-step", o.signal_at_step,
                    "TEST ONLY: rank --signal-rank acts as if a SIGTERM arrived as optimizer step N (from 0) begins");
-    sub.add_option("--signal-rank", o.signal_rank, "TEST ONLY: the rank (stage) of --signal-at-step")
+    sub.add_option("--signal-rank", o.signal_rank, "TEST ONLY: the rank (replica x P + stage) of --signal-at-step")
         ->capture_default_str();
     // Test-only: the watchdog's tests make one rank hang mid-run to check that the others end the job.
     sub.add_option("--stall-at-step", o.stall_at_step,
                    "TEST ONLY: with --stall-rank, that rank sleeps forever as optimizer step N (from 0) begins");
-    sub.add_option("--stall-rank", o.stall_rank, "TEST ONLY: the rank (stage) that --stall-at-step stalls");
+    sub.add_option("--stall-rank", o.stall_rank, "TEST ONLY: the rank (replica x P + stage) that --stall-at-step stalls");
     sub.add_option("--kill-at-step", o.kill_at_step,
                    "TEST ONLY: with --kill-rank, that rank kills itself (SIGKILL) in optimizer step N (from 0)");
-    sub.add_option("--kill-rank", o.kill_rank, "TEST ONLY: the rank (stage) that --kill-at-step kills");
+    sub.add_option("--kill-rank", o.kill_rank, "TEST ONLY: the rank (replica x P + stage) that --kill-at-step kills");
     sub.add_option("--kill-during", f.kill_during, "TEST ONLY: where --kill-at-step kills: " + kKillPoints.choices_text())
         ->capture_default_str();
     sub.add_option("--watchdog-s", o.watchdog_s,

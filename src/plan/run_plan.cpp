@@ -25,6 +25,9 @@ void check_each_flag(const TrainOptions& o, int64_t optimizer_steps) {
     require_positive(o.num_microbatches, "--num-microbatches");
     require_positive(o.seq_length, "--seq-length");
     require_positive(o.data_parallel_size, "--data-parallel-size");
+    if (o.distributed_optimizer && o.data_parallel_size == 1)
+        throw UsageError("--use-distributed-optimizer shards the optimizer state over the replicas: give "
+                         "--data-parallel-size D > 1");
     if (o.global_batch_size != 0 && o.global_batch_size != o.microbatches_per_iter() * o.micro_batch_size)
         throw UsageError(fmt::format("--global-batch-size {} is not --data-parallel-size {} x --num-microbatches {} x "
                                      "--micro-batch-size {} = {}",
@@ -73,7 +76,16 @@ void check_delay_mitigations(const TrainOptions& o) {
                                      schedule));
 }
 
+// The ranks the test-only --*-rank flags may name: replica x P + stage (src/plan/rank_layout.h).
+int job_ranks(const TrainOptions& o) { return o.stages * o.data_parallel_size; }
+std::string describe_job_ranks(const TrainOptions& o) {
+    if (o.data_parallel_size == 1) return fmt::format("{} stages", o.stages);
+    return fmt::format("{} stages x {} replicas", o.stages, o.data_parallel_size);
+}
+
 void check_checkpoint_flags(const TrainOptions& o) {
+    const int ranks = job_ranks(o);
+    const std::string describe_ranks = describe_job_ranks(o);
     if (o.save_interval < 0) throw UsageError(fmt::format("--save-interval must be >= 0, got {}", o.save_interval));
     if (o.save_keep < 0) throw UsageError(fmt::format("--save-keep must be >= 0, got {}", o.save_keep));
     if (o.exit_interval < 0) throw UsageError(fmt::format("--exit-interval must be >= 0, got {}", o.exit_interval));
@@ -83,23 +95,25 @@ void check_checkpoint_flags(const TrainOptions& o) {
         throw UsageError("--save-interval and --save-keep go with --save DIR");
     if (o.signal_at_step >= 0 && o.save_dir.empty())
         throw UsageError("--signal-at-step needs --save DIR (a stop signal saves a checkpoint there)");
-    if (o.signal_rank < 0 || o.signal_rank >= o.stages)
-        throw UsageError(fmt::format("--signal-rank {} is not a stage of {}", o.signal_rank, o.stages));
+    if (o.signal_rank < 0 || o.signal_rank >= ranks)
+        throw UsageError(fmt::format("--signal-rank {} is not a rank of {}", o.signal_rank, describe_ranks));
 }
 
 void check_fault_flags(const TrainOptions& o) {
+    const int ranks = job_ranks(o);
+    const std::string describe_ranks = describe_job_ranks(o);
     if ((o.fail_at_step >= 0) != (o.fail_rank >= 0))
         throw UsageError("--fail-at-step and --fail-rank go together (test-only fault injection)");
-    if (o.fail_rank >= o.stages)
-        throw UsageError(fmt::format("--fail-rank {} is not a rank of {} stages", o.fail_rank, o.stages));
+    if (o.fail_rank >= ranks)
+        throw UsageError(fmt::format("--fail-rank {} is not a rank of {}", o.fail_rank, describe_ranks));
     if ((o.kill_at_step >= 0) != (o.kill_rank >= 0))
         throw UsageError("--kill-at-step and --kill-rank go together (test-only fault injection)");
-    if (o.kill_rank >= o.stages)
-        throw UsageError(fmt::format("--kill-rank {} is not a rank of {} stages", o.kill_rank, o.stages));
+    if (o.kill_rank >= ranks)
+        throw UsageError(fmt::format("--kill-rank {} is not a rank of {}", o.kill_rank, describe_ranks));
     if ((o.stall_at_step >= 0) != (o.stall_rank >= 0))
         throw UsageError("--stall-at-step and --stall-rank go together (test-only stall injection)");
-    if (o.stall_rank >= o.stages)
-        throw UsageError(fmt::format("--stall-rank {} is not a rank of {} stages", o.stall_rank, o.stages));
+    if (o.stall_rank >= ranks)
+        throw UsageError(fmt::format("--stall-rank {} is not a rank of {}", o.stall_rank, describe_ranks));
 }
 
 void check_watchdog(const TrainOptions& o) {

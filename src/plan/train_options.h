@@ -82,9 +82,10 @@ struct TrainOptions {
     int stages = 1;                  // --stages P (in-process stages, or the MPI world size under mpirun)
     // Data parallelism (docs/DESIGN.md section 2, "Data parallelism"): D replicas of the pipeline, replica r taking
     // microbatches [r m, (r+1) m) of every global batch of D m; each stage's gradient is its replicas' sums added in
-    // replica order, over D m. Only `nobubble reference` runs D > 1 so far.
+    // replica order, over D m. `train` runs it under mpirun -np P*D.
     int data_parallel_size = 1;      // --data-parallel-size D
     int64_t global_batch_size = 0;   // --global-batch-size: sequences per iteration, checked against D m B (0: unset)
+    bool distributed_optimizer = false;  // --use-distributed-optimizer: the state sharded over the D replicas
     int virtual_stages = 1;          // --virtual-stages V: model chunks per stage; 1f1b with V > 1 is interleaved
                                      // (read schedule_spec().chunks_per_rank(): zb-v always has 2)
     // The stage cut (model/partition.h, chosen by src/plan/pipeline_cut.h): --pipeline-cut cost | params, or

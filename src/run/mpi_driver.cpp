@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "src/core/mpi_env.h"
+#include "src/plan/rank_layout.h"
 #include "src/run/backend.h"
 #include "src/core/error.h"
 #include "src/cpu/cpu_threads.h"
@@ -59,21 +61,21 @@ Transport& transport_of(RankStage& rs, Transport& rank_transport, int chunk) {
 // Errors while setting up (a data file, the device) are usually every rank's alike. Agreeing on them before
 // anything runs lets one rank report them, the first that failed, and every rank exit cleanly with that rank's
 // exit code: one line instead of one per rank and an abort.
-void agree_on_setup(Transport& transport, int exit_code, const std::string& error) {
-    std::vector<int> codes(static_cast<size_t>(transport.num_stages()));
+void agree_on_setup(const RankLayout& layout, int exit_code, const std::string& error) {
+    std::vector<int> codes(static_cast<size_t>(layout.world()));
     MPI_Allgather(&exit_code, 1, MPI_INT, codes.data(), 1, MPI_INT, MPI_COMM_WORLD);
     auto first = std::find_if(codes.begin(), codes.end(), [](int c) { return c != 0; });
     if (first == codes.end()) return;
     const int reporter = static_cast<int>(first - codes.begin());
-    if (reporter != transport.stage()) throw ReportedElsewhere(*first, "reported by another rank");
-    const std::string line = fmt::format("rank {} (stage {}): {}", reporter, reporter, error);
+    if (reporter != mpi_world_rank()) throw ReportedElsewhere(*first, "reported by another rank");
+    const std::string line = fmt::format("{}: {}", layout.describe(reporter), error);
     if (exit_code == kExitUsage) throw UsageError(line);
     throw RuntimeError(line);
 }
 
 // Runs one step of the set-up on every rank, then agrees on its errors (agree_on_setup).
 template <typename Step>
-void set_up_step(Transport& transport, Step&& step) {
+void set_up_step(const RankLayout& layout, Step&& step) {
     int exit_code = 0;
     std::string error;
     try {
@@ -83,21 +85,23 @@ void set_up_step(Transport& transport, Step&& step) {
     } catch (const std::exception& e) {
         exit_code = kExitRuntime, error = e.what();
     }
-    agree_on_setup(transport, exit_code, error);
+    agree_on_setup(layout, exit_code, error);
 }
 
 // The one line of this rank's failure, printed before it ends the job (the other ranks may be waiting for it).
-void print_rank_error(int rank, const std::exception& e, std::FILE* log) {
+void print_rank_error(const RankLayout& layout, const std::exception& e, std::FILE* log) {
     std::fflush(log);
-    fmt::print(stderr, "nobubble: error: rank {} (stage {}): {}\n", rank, rank, e.what());
+    fmt::print(stderr, "nobubble: error: {}: {}\n", layout.describe(mpi_world_rank()), e.what());
     std::fflush(stderr);
 }
 
 // --watchdog-s: this rank waited too long for a peer that may be dead or wedged, as the other ranks may too.
 // One line, then the whole job ends (abort() does not return).
-void end_by_watchdog(Transport& transport, const Watchdog& watchdog, const std::string& waits_for, std::FILE* log) {
+void end_by_watchdog(const RankLayout& layout, Transport& transport, const Watchdog& watchdog,
+                     const std::string& waits_for, std::FILE* log) {
     std::fflush(log);
-    fmt::print(stderr, "nobubble: error: {}\n", watchdog_message(transport.stage(), watchdog.limit_s(), waits_for));
+    fmt::print(stderr, "nobubble: error: {}\n",
+               watchdog_message(layout.describe(mpi_world_rank()), watchdog.limit_s(), waits_for));
     std::fflush(stderr);
     transport.abort(kExitRuntime);
 }
@@ -126,14 +130,45 @@ StageClock::Clock::time_point common_origin() {
     return best_steady - duration_cast<StageClock::Clock::duration>(nanoseconds(best_wall - origin_ns));
 }
 
+// This rank's transports: its pipeline's (stage = the rank's stage in its replica) and, with D > 1 replicas,
+// its stage's replicas' (stage = the replica), laid out by RankLayout (src/plan/rank_layout.h).
+struct RankTransports {
+    RankLayout layout;
+    std::unique_ptr<Transport> pipeline;
+    std::unique_ptr<Transport> replicas;  // D > 1 only
+
+    // Blocks until either may have progressed, or for at most `limit`. Both are polled in short turns: what one
+    // waits on, the other does not see (MPI's progress engine turns for both whichever is polled).
+    void wait_for_progress(std::chrono::milliseconds limit) {
+        if (!replicas) {
+            pipeline->wait_for_progress(limit);
+            return;
+        }
+        const auto deadline = std::chrono::steady_clock::now() + limit;
+        const auto turn = std::chrono::milliseconds(1);
+        do {
+            if (pipeline->wait_for_progress(std::min(turn, limit)) || replicas->wait_for_progress(std::chrono::milliseconds(0)))
+                return;
+        } while (std::chrono::steady_clock::now() < deadline);
+    }
+    void finish() {
+        pipeline->finish();
+        if (replicas) replicas->finish();
+    }
+};
+
 // The backend, where the transport does not need it first (the CPU), the memory check, rank 0's claim of --save
-// DIR, then the runner (restored from the checkpoint when resuming) and collector.
-RankStage set_up(const PipelineSetup& setup, const ResumePoint* resume, Transport& transport,
+// DIR, then the runner (restored from the checkpoint when resuming) and collector (on rank 0: stage 0 of
+// replica 0).
+RankStage set_up(const PipelineSetup& setup, const ResumePoint* resume, RankTransports& transports,
                  std::unique_ptr<Ops>& ops, std::FILE* log) {
     RankStage rs;
+    Transport& transport = *transports.pipeline;
+    const RankLayout& layout = transports.layout;
     const int rank = transport.stage(), chunks = setup.chunks_per_rank();
+    const bool job_rank0 = mpi_world_rank() == 0;
     // Every rank's stages must fit before any rank allocates its own (pipeline/stage/stage_memory.h): a usage error.
-    set_up_step(transport, [&] {
+    set_up_step(layout, [&] {
         if (!ops) ops = make_ops(setup.options.device);
         StageMemory need = estimate_stage_memory(setup, setup.stage_of_chunk(rank, 0), ops->activation_dtype());
         for (int c = 1; c < chunks; ++c)
@@ -142,12 +177,12 @@ RankStage set_up(const PipelineSetup& setup, const ResumePoint* resume, Transpor
     });
     // --save DIR: rank 0 claims it for the job (locked, room for a checkpoint of every stage) before any rank
     // runs a step; its error ends every rank alike, none waiting for another.
-    set_up_step(transport, [&] {
-        if (transport.stage() == 0)
+    set_up_step(layout, [&] {
+        if (job_rank0)
             rs.save_lock = claim_save_dir(
                 setup.options, [&] { return estimate_checkpoint_bytes(setup, ops->activation_dtype()); });
     });
-    set_up_step(transport, [&] {
+    set_up_step(layout, [&] {
         if (chunks > 1) {
             rs.hub = std::make_unique<ChunkHub>(transport, ChunkStages(setup.spec.placement().table()));
             rs.chunk_transports = make_chunk_transports(*rs.hub);
@@ -155,11 +190,11 @@ RankStage set_up(const PipelineSetup& setup, const ResumePoint* resume, Transpor
         }
         for (int c = 0; c < chunks; ++c) {
             Transport& t = transport_of(rs, transport, c);
-            rs.runners.push_back(std::make_unique<StageRunner>(setup, t.stage(), t, *ops));
+            rs.runners.push_back(std::make_unique<StageRunner>(setup, t.stage(), t, *ops, transports.replicas.get()));
             if (rs.turns) rs.runners.back()->follow_turns(*rs.turns);
             prepare_runner(*rs.runners.back(), setup, resume);
         }
-        if (rank == 0)
+        if (job_rank0)
             rs.collector = std::make_unique<ProgressCollector>(setup, transport_of(rs, transport, 0),
                                                                rs.runners[0]->stop_vote(), log);
     });
@@ -172,21 +207,21 @@ RankStage set_up(const PipelineSetup& setup, const ResumePoint* resume, Transpor
 // --device cuda: every rank starts its GPU (CudaOps picks it from the local rank), and the ranks agree that all
 // of them did BEFORE any NCCL call: NCCL's set-up is collective, and a rank without a GPU would leave the
 // others waiting inside it, where no message reaches them.
-std::unique_ptr<Ops> start_gpus(const PipelineSetup& setup, Transport& transport) {
+std::unique_ptr<Ops> start_gpus(const PipelineSetup& setup, const RankLayout& layout) {
     std::unique_ptr<Ops> ops;
-    set_up_step(transport, [&] { ops = make_ops(setup.options.device); });
+    set_up_step(layout, [&] { ops = make_ops(setup.options.device); });
     return ops;
 }
 
 // The NCCL transport over this rank's MPI transport. A failure in NCCL's set-up (after every GPU started)
 // may leave the other ranks inside NCCL, so it ends the job. The MPI transport went with the failed
 // construction; MPI_Abort reaches every rank without it.
-std::unique_ptr<Transport> over_nccl(std::unique_ptr<Transport> mpi, Ops& gpu, std::FILE* log) {
-    const int rank = mpi->stage();
+std::unique_ptr<Transport> over_nccl(std::unique_ptr<Transport> mpi, Ops& gpu, const RankLayout& layout,
+                                     std::FILE* log) {
     try {
         return make_nccl_transport(std::move(mpi), gpu);
     } catch (const std::exception& e) {
-        print_rank_error(rank, e, log);
+        print_rank_error(layout, e, log);
         MPI_Abort(MPI_COMM_WORLD, kExitRuntime);
         std::_Exit(kExitRuntime);  // MPI_Abort does not return
     }
@@ -195,21 +230,32 @@ std::unique_ptr<Transport> over_nccl(std::unique_ptr<Transport> mpi, Ops& gpu, s
 
 // How this run's stages talk: MPI moves host tensors (the CPU backend); on GPUs, NCCL moves the device
 // tensors between neighbours and MPI the rest. Starts the GPU backend into `ops` where NCCL needs it first.
-std::unique_ptr<Transport> make_transport(const PipelineSetup& setup, std::unique_ptr<Ops>& ops, std::FILE* log) {
-    std::unique_ptr<Transport> mpi = make_mpi_transport();
-    if (setup.options.device != Device::cuda) return mpi;
+// With D > 1 replicas (the CPU backend so far: check_stages_match_ranks), the job's ranks split into D
+// pipelines and, across them, P replica groups.
+RankTransports make_transports(const PipelineSetup& setup, std::unique_ptr<Ops>& ops, std::FILE* log) {
+    RankTransports t;
+    t.layout = {setup.num_ranks(), setup.options.data_parallel_size};
+    const int rank = mpi_world_rank();
+    if (t.layout.replicas > 1) {
+        t.pipeline = make_mpi_transport_of_color(t.layout.replica_of(rank));
+        t.replicas = make_mpi_transport_of_color(t.layout.stage_of(rank));
+        return t;
+    }
+    t.pipeline = make_mpi_transport();
+    if (setup.options.device != Device::cuda) return t;
 #ifdef NOBUBBLE_HAVE_CUDA
-    ops = start_gpus(setup, *mpi);
-    return over_nccl(std::move(mpi), *ops, log);
+    ops = start_gpus(setup, t.layout);
+    t.pipeline = over_nccl(std::move(t.pipeline), *ops, t.layout, log);
 #else
-    return mpi;  // set_up's make_ops reports that this nobubble has no CUDA, on every rank alike
+    (void)ops, (void)log;  // set_up's make_ops reports that this nobubble has no CUDA, on every rank alike
 #endif
+    return t;
 }
 
 // The event loop of one rank: advance while possible, else wait for a message.
 // With several chunks the rank tries them round-robin, each as far as its own list and the rank's turns let it
 // (pipeline/stage/compute_turns.h: the computes in the order of the rank's merged list).
-std::optional<PipelineSummary> run_stage(const PipelineSetup& setup, Transport& transport, const Ops& ops,
+std::optional<PipelineSummary> run_stage(const PipelineSetup& setup, RankTransports& transports, const Ops& ops,
                                          RankStage& rs, std::FILE* log) {
     ProgressCollector* collector = rs.collector.get();
     const char* where = ops.device() == Device::cuda ? "over NCCL and MPI" : "over MPI";
@@ -222,11 +268,12 @@ std::optional<PipelineSummary> run_stage(const PipelineSetup& setup, Transport& 
         if (moved)
             watchdog.progressed();
         else if (watchdog.idle())
-            end_by_watchdog(transport, watchdog, rank_waits_for(rs.runners, collector), log);
+            end_by_watchdog(transports.layout, *transports.pipeline, watchdog, rank_waits_for(rs.runners, collector),
+                            log);
         else
-            transport.wait_for_progress(watchdog.wait_limit());
+            transports.wait_for_progress(watchdog.wait_limit());
     }
-    transport.finish();
+    transports.finish();
     if (!collector) return std::nullopt;
     return pipeline_summary(*collector);
 }
@@ -235,17 +282,17 @@ std::optional<PipelineSummary> run_stage(const PipelineSetup& setup, Transport& 
 
 std::optional<PipelineSummary> run_over_mpi(const PipelineSetup& setup, const ResumePoint* resume, std::FILE* log) {
     one_cpu_thread_per_rank();
-    // Declared in this order so that they end in the reverse one: the stage, then the transport (whose NCCL
+    // Declared in this order so that they end in the reverse one: the stage, then the transports (whose NCCL
     // streams and buffers live on the backend's GPU), then the backend.
     std::unique_ptr<Ops> ops;
-    std::unique_ptr<Transport> transport = make_transport(setup, ops, log);
-    RankStage rs = set_up(setup, resume, *transport, ops, log);
+    RankTransports transports = make_transports(setup, ops, log);
+    RankStage rs = set_up(setup, resume, transports, ops, log);
     try {
-        return run_stage(setup, *transport, *ops, rs, log);
+        return run_stage(setup, transports, *ops, rs, log);
     } catch (const std::exception& e) {
         // One rank's failure mid-run: the others may be waiting for it, so end them all.
-        print_rank_error(transport->stage(), e, log);
-        transport->abort(kExitRuntime);
+        print_rank_error(transports.layout, e, log);
+        transports.pipeline->abort(kExitRuntime);
     }
     return std::nullopt;  // not reached: abort() ends the job
 }

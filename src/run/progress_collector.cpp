@@ -22,12 +22,14 @@ namespace nb {
 
 IterationTiming per_rank_timing(const IterationTiming& t, const StagePlacement& placement) {
     const auto n = static_cast<size_t>(placement.ranks);
-    IterationTiming out{t.seconds, std::vector<double>(n), std::vector<double>(n), std::vector<double>(n)};
+    IterationTiming out{t.seconds, std::vector<double>(n), std::vector<double>(n), std::vector<double>(n),
+                        std::vector<double>(n)};
     for (size_t s = 0; s < t.busy_s.size(); ++s) {
         const auto r = static_cast<size_t>(placement.rank_of(static_cast<int>(s)));
         out.busy_s[r] += t.busy_s[s];
         out.wall_s[r] = std::max(out.wall_s[r], t.wall_s[s]);
         out.act_peak_bytes[r] += t.act_peak_bytes[s];
+        out.replica_wait_s[r] += t.replica_wait_s[s];
     }
     return out;
 }
@@ -46,7 +48,7 @@ void check_writable_trace(const std::string& path) {
 
 IterationTiming zero_timing(int stages) {
     const auto n = static_cast<size_t>(stages);
-    return {0, std::vector<double>(n), std::vector<double>(n), std::vector<double>(n)};
+    return {0, std::vector<double>(n), std::vector<double>(n), std::vector<double>(n), std::vector<double>(n)};
 }
 
 // The pipeline's part of a progress line or metrics record, from the stages' own measures over `t`, per rank.
@@ -215,13 +217,14 @@ void ProgressCollector::print_iteration(int64_t t, const std::vector<StageReport
     const int64_t last_step = (t + 1) * setup_.steps_per_iteration() - 1;
     IterationReport line{t + 1,
                          o.train_iters,
-                         *last.loss_sum / static_cast<double>(o.num_microbatches),
+                         *last.loss_sum / static_cast<double>(o.microbatches_per_iter()),
                          lr_.lr_at(last_step),
                          std::sqrt(total_sum_squares(sums)),
                          static_cast<double>(o.tokens_per_iter()) / seconds,
                          seconds};
-    line.moe = moe_layer_figures(moe, o.num_microbatches);
-    if (last.val_loss_sum) line.val_loss = *last.val_loss_sum / static_cast<double>(o.eval_iters * o.num_microbatches);
+    line.moe = moe_layer_figures(moe, o.microbatches_per_iter());
+    if (last.val_loss_sum)
+        line.val_loss = *last.val_loss_sum / static_cast<double>(o.eval_iters * o.microbatches_per_iter());
 
     IterationTiming timing = zero_timing(setup_.num_stages());
     timing.seconds = seconds;
@@ -229,6 +232,7 @@ void ProgressCollector::print_iteration(int64_t t, const std::vector<StageReport
         timing.busy_s[s] = reports[s].busy_s;
         timing.wall_s[s] = reports[s].wall_s;
         timing.act_peak_bytes[s] = reports[s].act_peak_bytes;
+        timing.replica_wait_s[s] = reports[s].replica_wait_s;
         since_line_.busy_s[s] += reports[s].busy_s;
         since_line_.wall_s[s] += reports[s].wall_s;
         since_line_.act_peak_bytes[s] = std::max(since_line_.act_peak_bytes[s], reports[s].act_peak_bytes);

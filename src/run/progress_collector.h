@@ -34,6 +34,7 @@ namespace nb {
 struct IterationTiming {
     double seconds = 0;
     std::vector<double> busy_s, wall_s, act_peak_bytes;  // per stage
+    std::vector<double> replica_wait_s;                  // per stage: waits for the replicas' gradient sum
 };
 // The same per rank: with chunks a rank's stages (placement.part(r, c) for each chunk c) share its time, so the rank
 // is busy for the sum of theirs within the longest of their walls, and holds the sum of their stashes.

@@ -205,19 +205,27 @@ public:
             Microbatch mb = reader_.next(train, ops_.device());
             batch.push_back({mb.tokens.clone(), mb.targets.clone(), mb.batch_size, mb.seq_len});
         }
+        // Per replica, over the iteration's steps: its loss sum (its microbatches in order) and its MoE loads;
+        // then replica 1's onto replica 0's, and so on, as replica 0's stages add them (stage_runner.h).
+        const auto replicas = static_cast<size_t>(o_.data_parallel_size);
+        std::vector<double> loss_sums(replicas, 0.0);
+        std::vector<MoeLoadCounter> moe(replicas);
         StepResult total;
-        MoeLoadCounter moe;
         for (int64_t k = 0; k < steps; ++k) {
-            std::vector<std::vector<const Microbatch*>> by_replica(static_cast<size_t>(o_.data_parallel_size));
-            for (int r = 0; r < o_.data_parallel_size; ++r)
+            std::vector<std::vector<const Microbatch*>> by_replica(replicas);
+            for (size_t r = 0; r < replicas; ++r)
                 for (int64_t i = 0; i < per_step; ++i)
-                    by_replica[static_cast<size_t>(r)].push_back(&batch[static_cast<size_t>(r * m + k * per_step + i)]);
-            const StepResult r = run_step(iteration * steps + k, by_replica, moe);
-            total.loss_sum += r.loss_sum;
-            total.lr = r.lr;
-            total.grad_norm = r.grad_norm;
+                    by_replica[r].push_back(&batch[r * static_cast<size_t>(m) + static_cast<size_t>(k * per_step + i)]);
+            const StepResult step = run_step(iteration * steps + k, by_replica, loss_sums, moe);
+            total.lr = step.lr;
+            total.grad_norm = step.grad_norm;
         }
-        total.moe = moe.blocks();
+        total.loss_sum = loss_sums[0];
+        total.moe = moe[0].blocks();
+        for (size_t r = 1; r < replicas; ++r) {
+            total.loss_sum += loss_sums[r];
+            add_replica_loads(total.moe, moe[r].blocks());
+        }
         return total;
     }
 
@@ -263,17 +271,17 @@ private:
     // gradients summed in microbatch order, the replicas' sums added in replica order (optim/replica_grads.h), then
     // scaled by 1 / (D n).
     StepResult run_step(int64_t step, const std::vector<std::vector<const Microbatch*>>& by_replica,
-                        MoeLoadCounter& moe) {
+                        std::vector<double>& loss_sums, std::vector<MoeLoadCounter>& moe) {
         std::vector<const TensorSet*> weights;
         for (int s = 0; s < num_stages(); ++s) weights.push_back(&history_.at(s, version_of(s, step)));
         StepResult r;
         std::vector<TensorSet> total;  // D > 1: per stage, the replicas so far
+        const bool replicas = by_replica.size() > 1;
         for (size_t replica = 0; replica < by_replica.size(); ++replica) {
             for (auto& st : stages_) st->grads.zero();
             for (const Microbatch* mb : by_replica[replica])
-                r.loss_sum += forward_backward(ops_, stages_, weights, *mb, moe);
-            if (by_replica.size() == 1) break;
-            for (int s = 0; s < num_stages(); ++s) {
+                loss_sums[replica] += forward_backward(ops_, stages_, weights, *mb, moe[replica]);
+            for (int s = 0; replicas && s < num_stages(); ++s) {
                 if (replica == 0) total.push_back(TensorSet::zeros(stage(s).model.layout(), DType::f32, ops_.device()));
                 add_replica_grads(ops_, total[static_cast<size_t>(s)], stage(s).grads);
             }

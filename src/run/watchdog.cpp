@@ -41,9 +41,8 @@ std::string rank_waits_for(const std::vector<std::unique_ptr<StageRunner>>& runn
     return fmt::format("{}", fmt::join(waits, "; "));
 }
 
-std::string watchdog_message(int rank, double limit_s, const std::string& waits_for) {
-    return fmt::format("watchdog: rank {} (stage {}) made no progress for {:g} s; it waits for {}", rank, rank,
-                       limit_s, waits_for);
+std::string watchdog_message(const std::string& rank, double limit_s, const std::string& waits_for) {
+    return fmt::format("watchdog: {} made no progress for {:g} s; it waits for {}", rank, limit_s, waits_for);
 }
 
 }  // namespace nb

@@ -57,7 +57,8 @@ private:
 std::string rank_waits_for(const std::vector<std::unique_ptr<StageRunner>>& runners,
                            const ProgressCollector* collector);
 
-// "watchdog: rank 2 (stage 2) made no progress for 3 s; it waits for recv_activation mb 6 from stage 1"
-std::string watchdog_message(int rank, double limit_s, const std::string& waits_for);
+// "watchdog: rank 2 (stage 2) made no progress for 3 s; it waits for recv_activation mb 6 from stage 1"; `rank`
+// as RankLayout::describe names it (src/plan/rank_layout.h: with replicas, "rank 3 (stage 1 of replica 1)").
+std::string watchdog_message(const std::string& rank, double limit_s, const std::string& waits_for);
 
 }  // namespace nb

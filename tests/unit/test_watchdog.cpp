@@ -10,6 +10,7 @@
 
 #include "pipeline/schedule/pipeline_setup.h"
 #include "src/run/pipeline_driver.h"
+#include "src/plan/rank_layout.h"
 #include "src/run/watchdog.h"
 #include "tests/unit/pipeline_test_util.h"
 
@@ -65,10 +66,11 @@ TEST_CASE("watchdog: a wait ends when the watchdog would fire, and never lasts l
     CHECK(huge.wait_limit() == Watchdog::kLongestWait);
 }
 
-TEST_CASE("watchdog: its line names the rank, the stage, the limit and what the rank waits for") {
-    CHECK(nb::watchdog_message(2, 3, "recv_activation mb 6 from stage 1") ==
+TEST_CASE("watchdog: its line names the rank, the stage (and replica), the limit and what the rank waits for") {
+    CHECK(nb::watchdog_message(nb::RankLayout{3, 1}.describe(2), 3, "recv_activation mb 6 from stage 1") ==
           "watchdog: rank 2 (stage 2) made no progress for 3 s; it waits for recv_activation mb 6 from stage 1");
-    CHECK(nb::watchdog_message(0, 0.5, "x") == "watchdog: rank 0 (stage 0) made no progress for 0.5 s; it waits for x");
+    CHECK(nb::watchdog_message(nb::RankLayout{2, 2}.describe(3), 0.5, "x") ==
+          "watchdog: rank 3 (stage 1 of replica 1) made no progress for 0.5 s; it waits for x");
 }
 
 TEST_CASE("watchdog: a stage blocked in its optimizer step under a global clip says it waits for the all-gather") {

@@ -1,0 +1,69 @@
+// ShardExchange: the distributed optimizer's messages between one stage's D replicas (--use-distributed-optimizer;
+// the split: optim/optimizer_shards.h, every tensor owned whole by one replica).
+//
+//   weights   after each update, every replica sends the master tensors it owns (just updated) to every other
+//             replica and takes theirs: the weights are whole again on every replica, with the bits the owner
+//             computed, which are the unsharded update's (a tensor's update reads only its own gradient, state
+//             and weights, and the norm it is clipped by comes from the whole summed gradient).
+//   state     a checkpoint and the run's end need the whole optimizer state in its canonical order (the order and
+//             names of an unsharded stage's, so that files and hashes do not depend on D or on sharding): the
+//             other replicas send the state tensors they own to replica 0, which puts them in that order.
+//
+// Every message has its own tag: (replica_weights, (step x stages + stage) x kStride + tensor) and (replica_state,
+// (key x stages + stage) x kStride + position in the canonical state).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/params.h"
+#include "pipeline/transport/transport.h"
+
+namespace nb {
+
+class ShardExchange {
+public:
+    static constexpr int64_t kStride = int64_t{1} << 16;  // more tensors than any stage's layout or state has
+
+    // `replicas`: the stage's replica transport (its stage() = this replica); `owners`: per tensor of `layout`,
+    // its replica; `state`: the unsharded stage's state names and shapes, in canonical order.
+    ShardExchange(Transport& replicas, int stage, int num_stages, const ParamLayout& layout, std::vector<int> owners,
+                  std::vector<std::pair<std::string, Shape>> state);
+
+    // After the update of `step`: the owned tensors of `master` to every other replica, the others' receives posted.
+    void start_weights(int64_t step, const TensorSet& master);
+    // True once every other owner's tensors have come into `master` (then the exchange of `step` is over).
+    bool try_take_weights(TensorSet& master);
+
+    // Gather `key` (a checkpoint step, or past the last one for the end of the run), replica r > 0: its own state
+    // tensors (StageOptimizer::state_tensors) to replica 0.
+    void send_state(int64_t key, const std::vector<std::pair<std::string, Tensor*>>& mine);
+    // ... replica 0: once every other replica's have come, the whole state in canonical order (its own from
+    // `mine`); nullopt until then. The tensors stay valid until the next gather begins.
+    std::optional<std::vector<std::pair<std::string, const Tensor*>>> try_gather_state(
+        int64_t key, const std::vector<std::pair<std::string, Tensor*>>& mine);
+
+    std::string waits_for() const;  // for the watchdog
+
+private:
+    MessageTag weights_tag(int64_t step, int tensor) const;
+    MessageTag state_tag(int64_t key, size_t position) const;
+    int owner_of_state(const std::string& name) const;
+
+    Transport& replicas_;
+    const int replica_, stage_, num_stages_;
+    const ParamLayout& layout_;
+    std::vector<int> owners_;
+    std::vector<std::pair<std::string, Shape>> state_;
+    std::vector<int> state_owners_;  // per canonical state tensor
+    // The exchange in flight: the weights of step `step_`, or the state of gather `key_`.
+    std::optional<int64_t> step_, key_;
+    std::map<int, std::optional<Tensor>> weights_in_;     // by tensor, from its owner
+    std::map<size_t, std::optional<Tensor>> state_in_;    // by canonical position, from its owner
+};
+
+}  // namespace nb
