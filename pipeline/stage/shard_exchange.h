@@ -1,16 +1,16 @@
 // ShardExchange: the distributed optimizer's messages between one stage's D replicas (--use-distributed-optimizer;
-// the split: optim/optimizer_shards.h, every tensor owned whole by one replica).
+// the split: optim/optimizer_shards.h, rows of tensors, each shard owned by one replica).
 //
-//   weights   after each update, every replica sends the master tensors it owns (just updated) to every other
-//             replica and takes theirs: the weights are whole again on every replica, with the bits the owner
-//             computed, which are the unsharded update's (a tensor's update reads only its own gradient, state
-//             and weights, and the norm it is clipped by comes from the whole summed gradient).
-//   state     a checkpoint and the run's end need the whole optimizer state in its canonical order (the order and
-//             names of an unsharded stage's, so that files and hashes do not depend on D or on sharding): the
-//             other replicas send the state tensors they own to replica 0, which puts them in that order.
+//   weights   after each update, every replica sends the rows it owns (just updated) to every other replica and
+//             takes theirs: the weights are whole again on every replica, with the bits the owners computed,
+//             which are the unsharded update's (a shard's update reads only its own rows of gradient, state and
+//             weights, and the norm it is clipped by comes from the whole summed gradient).
+//   state     a checkpoint and the run's end need the whole optimizer state in its canonical order (the order,
+//             names and shapes of an unsharded stage's, so that files and hashes do not depend on D or on
+//             sharding): the other replicas send their shards' state to replica 0, which puts the rows together.
 //
-// Every message has its own tag: (replica_weights, (step x stages + stage) x kStride + tensor) and (replica_state,
-// (key x stages + stage) x kStride + position in the canonical state).
+// Every message has its own tag: (replica_weights, (step x stages + stage) x kStride + shard) and (replica_state,
+// (key x stages + stage) x kStride + position in the canonical state; one message per owner, told apart by source).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "model/params.h"
+#include "optim/optimizer_shards.h"
 #include "pipeline/transport/transport.h"
 
 namespace nb {
@@ -29,14 +30,14 @@ class ShardExchange {
 public:
     static constexpr int64_t kStride = int64_t{1} << 16;  // more tensors than any stage's layout or state has
 
-    // `replicas`: the stage's replica transport (its stage() = this replica); `owners`: per tensor of `layout`,
-    // its replica; `state`: the unsharded stage's state names and shapes, in canonical order.
-    ShardExchange(Transport& replicas, int stage, int num_stages, const ParamLayout& layout, std::vector<int> owners,
-                  std::vector<std::pair<std::string, Shape>> state);
+    // `replicas`: the stage's replica transport (its stage() = this replica); `shards`: every replica's shards of
+    // `layout` (optimizer_shards); `state`: the unsharded stage's state names and shapes, in canonical order.
+    ShardExchange(Transport& replicas, int stage, int num_stages, const ParamLayout& layout,
+                  std::vector<TensorShard> shards, std::vector<std::pair<std::string, Shape>> state);
 
-    // After the update of `step`: the owned tensors of `master` to every other replica, the others' receives posted.
+    // After the update of `step`: the owned rows of `master` to every other replica, the others' receives posted.
     void start_weights(int64_t step, const TensorSet& master);
-    // True once every other owner's tensors have come into `master` (then the exchange of `step` is over).
+    // True once every other owner's rows have come into `master` (then the exchange of `step` is over).
     bool try_take_weights(TensorSet& master);
 
     // Gather `key` (a checkpoint step, or past the last one for the end of the run), replica r > 0: its own state
@@ -50,20 +51,22 @@ public:
     std::string waits_for() const;  // for the watchdog
 
 private:
-    MessageTag weights_tag(int64_t step, int tensor) const;
+    MessageTag weights_tag(int64_t step, size_t shard) const;
     MessageTag state_tag(int64_t key, size_t position) const;
-    int owner_of_state(const std::string& name) const;
+    int param_of_state(const std::string& name) const;
+    Tensor shard_rows(const Tensor& t, const TensorShard& s) const;
 
     Transport& replicas_;
     const int replica_, stage_, num_stages_;
     const ParamLayout& layout_;
-    std::vector<int> owners_;
+    std::vector<TensorShard> shards_;
     std::vector<std::pair<std::string, Shape>> state_;
-    std::vector<int> state_owners_;  // per canonical state tensor
+    std::vector<int> state_params_;  // per canonical state tensor, its parameter
     // The exchange in flight: the weights of step `step_`, or the state of gather `key_`.
     std::optional<int64_t> step_, key_;
-    std::map<int, std::optional<Tensor>> weights_in_;     // by tensor, from its owner
-    std::map<size_t, std::optional<Tensor>> state_in_;    // by canonical position, from its owner
+    std::map<size_t, std::optional<Tensor>> weights_in_;  // by shard, from its owner
+    std::map<size_t, std::optional<Tensor>> state_in_;    // by shard, from its owner
+    std::vector<Tensor> assembled_;                       // the gathered state, whole
 };
 
 }  // namespace nb

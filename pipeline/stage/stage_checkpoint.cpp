@@ -92,14 +92,14 @@ void restore_stage_state(StageState& state, const std::map<std::string, const Te
         const auto it = saved.find(name);
         if (it == saved.end()) throw RuntimeError(fmt::format("'{}': no tensor '{}' (written for another model or "
                                                               "optimizer?)", source, name));
-        const Tensor& from = *it->second;
+        const Tensor from = state.own_rows(name, *it->second);  // the distributed optimizer's rows of it
         if (from.dtype() != tensor->dtype() || from.shape() != tensor->shape())
             throw RuntimeError(fmt::format("'{}': tensor '{}' is {} {}, this run's is {} {}", source, name,
                                            dtype_name(from.dtype()), shape_string(from.shape()),
                                            dtype_name(tensor->dtype()), shape_string(tensor->shape())));
     }
     if (steps_taken < 0) throw RuntimeError(fmt::format("'{}': step count {} is negative", source, steps_taken));
-    for (const auto& [name, tensor] : named) tensor->copy_from(*saved.at(name));
+    for (const auto& [name, tensor] : named) tensor->copy_from(state.own_rows(name, *saved.at(name)));
     state.optimizer.restore_steps_taken(steps_taken);
 }
 

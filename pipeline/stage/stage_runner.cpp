@@ -35,17 +35,11 @@ Microbatch own_copy(const Microbatch& mb) {
 }
 
 // --use-distributed-optimizer with replicas: who owns each tensor of the stage (optim/optimizer_shards.h).
-std::vector<int> distributed_owners(const PipelineSetup& setup, int stage, const Transport* replicas) {
+std::vector<TensorShard> distributed_shards(const PipelineSetup& setup, int stage, const Transport* replicas) {
     const TrainOptions& o = setup.options;
     if (!replicas || !o.distributed_optimizer) return {};
-    return optimizer_tensor_owners(o.optimizer, o.delay_fix, setup.layouts.at(static_cast<size_t>(stage)),
-                                   o.data_parallel_size);
-}
-
-std::vector<int> every_tensor(const PipelineSetup& setup, int stage) {
-    std::vector<int> all(static_cast<size_t>(setup.layouts.at(static_cast<size_t>(stage)).size()));
-    std::iota(all.begin(), all.end(), 0);
-    return all;
+    return optimizer_shards(o.optimizer, o.delay_fix, setup.layouts.at(static_cast<size_t>(stage)),
+                            o.data_parallel_size);
 }
 
 Tensor take(std::map<int64_t, Tensor>& from, int64_t microbatch, const char* what) {
@@ -68,13 +62,14 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
       replica_(replicas ? replicas->stage() : 0),
       fault_rank_(replica_ * setup.num_stages() + stage),
       replica_sum_(replicas ? std::make_unique<ReplicaGradSum>(*replicas, stage, setup.num_stages()) : nullptr),
-      owners_(distributed_owners(setup, stage, replicas)),
-      state_(o_, setup.cut[static_cast<size_t>(stage)], ops.device(),
-             owners_.empty() ? every_tensor(setup, stage) : owned_tensors(owners_, replica_)),
-      shards_(owners_.empty() ? nullptr
+      shard_plan_(distributed_shards(setup, stage, replicas)),
+      state_(shard_plan_.empty() ? StageState(o_, setup.cut[static_cast<size_t>(stage)], ops.device())
+                                 : StageState(o_, setup.cut[static_cast<size_t>(stage)], ops.device(),
+                                              owned_shards(shard_plan_, replica_))),
+      shards_(shard_plan_.empty() ? nullptr
                               : std::make_unique<ShardExchange>(
                                     *replicas, stage, setup.num_stages(), setup.layouts.at(static_cast<size_t>(stage)),
-                                    owners_,
+                                    shard_plan_,
                                     stage_optimizer_state_entries(o_.optimizer, o_.delay_fix,
                                                                   setup.layouts.at(static_cast<size_t>(stage)),
                                                                   o_.lr.lr))),

@@ -160,7 +160,7 @@ private:
     const int replica_;
     const int fault_rank_;  // what the test-only --*-rank flags name: replica x stages + stage
     std::unique_ptr<ReplicaGradSum> replica_sum_;
-    std::vector<int> owners_;  // --use-distributed-optimizer: per tensor, the replica that owns it (else empty)
+    std::vector<TensorShard> shard_plan_;  // --use-distributed-optimizer: every replica's shards (else empty)
 
     StageState state_;  // the slice of the model, master weights, gradient sum, optimizer state
     std::unique_ptr<ShardExchange> shards_;  // --use-distributed-optimizer: weights and state between the owners

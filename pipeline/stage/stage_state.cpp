@@ -1,39 +1,66 @@
 #include "pipeline/stage/stage_state.h"
 
-#include <numeric>
-
 namespace nb {
 
 namespace {
 
-std::vector<int> every_index(const ParamLayout& layout) {
-    std::vector<int> all(static_cast<size_t>(layout.size()));
-    std::iota(all.begin(), all.end(), 0);
+std::vector<TensorShard> every_tensor_whole(const ParamLayout& layout) {
+    std::vector<TensorShard> all;
+    for (int i = 0; i < layout.size(); ++i) all.push_back({i, 0, layout[i].shape.empty() ? 1 : layout[i].shape[0], 0});
     return all;
 }
 
-ParamLayout select_layout(const ParamLayout& layout, const std::vector<int>& index) {
+bool whole(const TensorShard& s, const ParamLayout& layout) {
+    return s.row_begin == 0 && s.row_end == (layout[s.tensor].shape.empty() ? 1 : layout[s.tensor].shape[0]);
+}
+
+// The owned rows as parameters: each its parameter's name and kind, its shape cut to the rows.
+ParamLayout shard_layout(const ParamLayout& layout, const std::vector<TensorShard>& owned) {
     ParamLayout out;
-    for (int i : index) out.add(layout[i]);
+    for (const TensorShard& s : owned) {
+        ParamInfo info = layout[s.tensor];
+        if (!info.shape.empty()) info.shape[0] = s.row_end - s.row_begin;
+        out.add(info);
+    }
     return out;
 }
 
 }  // namespace
 
 StageState::StageState(const TrainOptions& o, const StageSpec& spec, Device device)
-    : StageState(o, spec, device, every_index(StageModel(o.model, spec).layout())) {}
+    : StageState(o, spec, device, every_tensor_whole(StageModel(o.model, spec).layout())) {}
 
-StageState::StageState(const TrainOptions& o, const StageSpec& spec, Device device, const std::vector<int>& owned_index)
+StageState::StageState(const TrainOptions& o, const StageSpec& spec, Device device, std::vector<TensorShard> shards)
     : model(o.model, spec),
       master(model.init_weights(o.seed).to(device)),
       grads(TensorSet::zeros(model.layout(), DType::f32, device)),
-      owned(owned_index),
-      optimizer_layout(select_layout(model.layout(), owned)),
-      optimizer(o.optimizer, o.delay_fix, optimizer_layout, o.lr.lr, device, o.model.moe.bias_update_rate) {}
+      owned(std::move(shards)),
+      optimizer_layout(shard_layout(model.layout(), owned)),
+      optimizer(o.optimizer, o.delay_fix, optimizer_layout, o.lr.lr, device, o.model.moe.bias_update_rate) {
+    sharded_ = static_cast<int>(owned.size()) != model.layout().size();
+    for (size_t k = 0; k < owned.size() && !sharded_; ++k)
+        sharded_ = owned[k].tensor != static_cast<int>(k) || !whole(owned[k], model.layout());
+}
 
 TensorSet StageState::optimizer_view(const TensorSet& set) const {
-    if (!sharded()) return set;
-    return select_tensors(set, owned);
+    if (!sharded_) return set;
+    TensorSet views;
+    for (const TensorShard& s : owned)
+        views.tensors.push_back(whole(s, model.layout()) ? set[s.tensor] : set[s.tensor].rows(s.row_begin, s.row_end));
+    return views;
+}
+
+Tensor StageState::own_rows(const std::string& name, const Tensor& saved) const {
+    if (!sharded_ || name.starts_with("weights.")) return saved;
+    const ParamLayout& layout = model.layout();
+    for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1)) {
+        const int param = layout.index_of(name.substr(dot + 1));
+        if (param < 0) continue;
+        for (const TensorShard& s : owned)
+            if (s.tensor == param && !whole(s, layout)) return saved.rows(s.row_begin, s.row_end);
+        return saved;
+    }
+    return saved;
 }
 
 std::vector<std::pair<std::string, Tensor*>> StageState::state_tensors() {

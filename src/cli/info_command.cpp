@@ -329,7 +329,7 @@ int print_info(const InfoFlags& f) {
                    "versions, gradients and activations{}\n",
                    f.data_parallel_size, f.stages * f.data_parallel_size,
                    f.distributed_optimizer ? ", and with --use-distributed-optimizer 1/D of its optimizer state "
-                                             "(muon, soap: whole tensors)"
+                                             "(elementwise state cut by rows; muon's hidden matrices, soap's and mars's tensors whole)"
                                            : ", and all its optimizer state");
     fmt::print("  memory per stage as `train` checks it before it allocates: f32, AdamW, one weight version, one "
                "microbatch of {} x {} tokens\n", f.micro_batch_size, f.seq_length);

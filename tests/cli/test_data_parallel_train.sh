@@ -9,6 +9,8 @@
 # - resumed at the same D, after a checkpoint and after a stop signal that reached one rank of replica 1 only (the
 #   replicas vote as one job);
 # - a failing, a stalled and a killed rank in replica 1 end the whole job, one line naming stage and replica;
+# - --use-distributed-optimizer (ZeRO-1): every optimizer sharded has the same bits (and ef, taylor, MoE, zb-v,
+#   D = 3); its checkpoint files are the unsharded run's byte for byte and resume sharded or not;
 # - usage: the ranks must be stages x replicas; the header names the replicas.
 source "$(dirname "$0")/lib.sh"
 if [ "$HAVE_MPI" != 1 ]; then echo "skip: this nobubble has no MPI"; finish; exit; fi
@@ -22,13 +24,14 @@ FLAGS=("${BASE[@]}" --num-microbatches 2 --data-parallel-size 2)
 
 losses_of() { sed -n 's/^step .*| loss \([0-9.]*\) .*/\1/p' "$1" | tr '\n' ' '; }
 
-# dp_equal ID P FLAGS...: reference and mpirun -np 2P train end alike, every iteration's loss included.
+# dp_equal ID P FLAGS...: reference and mpirun -np P*D train (D = $DP, 2 unless set; $ZERO: train's extra
+# flags) end alike, every iteration's loss included.
 dp_equal() {
-  local id=$1 p=$2
+  local id=$1 p=$2 d=${DP:-2}
   shift 2
-  run_logged 120 "ref_$id" "$NB" reference "${FLAGS[@]}" "$@" --stages "$p"
-  run_logged 120 "dp_$id" "${MPI[@]}" -np $((2 * p)) "$NB" train "${FLAGS[@]}" "$@"
-  equal "P = $p x D = 2 $id" "$WORK/ref_$id.log" "$WORK/dp_$id.log"
+  run_logged 120 "ref_$id" "$NB" reference "${FLAGS[@]}" "$@" --stages "$p" --data-parallel-size "$d"
+  run_logged 120 "dp_$id" "${MPI[@]}" -np $((d * p)) "$NB" train "${FLAGS[@]}" "$@" --data-parallel-size "$d" ${ZERO:-}
+  equal "P = $p x D = $d $id${ZERO:+ $ZERO}" "$WORK/ref_$id.log" "$WORK/dp_$id.log"
   [ "$(losses_of "$WORK/ref_$id.log")" = "$(losses_of "$WORK/dp_$id.log")" ] || fail "$id: losses differ"
 }
 
@@ -51,6 +54,32 @@ dp_equal interleaved 2 --schedule 1f1b --virtual-stages 2 --optimizer adamw
 dp_equal clip_stage 2 --schedule 2bw --optimizer muon --delay-fix ef --clip-scope stage
 grep -q '^nobubble: --schedule 2bw on 2 stages x 2 replicas (blocks' "$WORK/dp_moe_2bw.log" \
   && pass "the header names the replicas" || fail "header: $(head -n 1 "$WORK/dp_moe_2bw.log")"
+
+# The distributed optimizer (ZeRO-1): every optimizer, sharded, has the unsharded oracle's bits; MoE; zb-v;
+# D = 3 (rows cut three ways); its checkpoint file is the unsharded run's byte for byte, and resumes either way.
+names_into OPTIMIZERS optimizers
+for opt in "${OPTIMIZERS[@]}"; do
+  ZERO=--use-distributed-optimizer dp_equal "zero_$opt" 2 --schedule 1f1b --optimizer "$opt"
+done
+ZERO=--use-distributed-optimizer dp_equal zero_muon_ef 2 --schedule 2bw --optimizer muon --delay-fix ef
+ZERO=--use-distributed-optimizer dp_equal zero_taylor 2 --schedule 2bw --optimizer adamw --delay-fix taylor
+ZERO=--use-distributed-optimizer dp_equal zero_moe 2 --schedule 2bw --optimizer muon --delay-fix ef "${MOE[@]}"
+ZERO=--use-distributed-optimizer dp_equal zero_zbv 2 --schedule zb-v --optimizer adamw
+DP=3 ZERO=--use-distributed-optimizer dp_equal zero_d3 1 --schedule 1f1b --optimizer adamw
+Z=("${FLAGS[@]}" --stages 2 --schedule 2bw --optimizer muon --delay-fix ef --train-iters 6)
+run_logged 120 z_full "${MPI[@]}" -np 4 "$NB" train "${Z[@]}"
+run_logged 120 z_part1 "${MPI[@]}" -np 4 "$NB" train "${Z[@]}" --use-distributed-optimizer --save "$WORK/ckz" \
+  --save-interval 2 --exit-interval 2
+run_logged 120 u_part1 "${MPI[@]}" -np 4 "$NB" train "${Z[@]}" --save "$WORK/cku" --save-interval 2 --exit-interval 2
+cmp -s "$WORK/ckz/step_2/stage_0.bin" "$WORK/cku/step_2/stage_0.bin" && cmp -s "$WORK/ckz/step_2/stage_1.bin" \
+  "$WORK/cku/step_2/stage_1.bin" && pass "sharded: the checkpoint files are the unsharded run's, byte for byte" \
+  || fail "sharded and unsharded checkpoint files differ"
+run_logged 120 z_part2 "${MPI[@]}" -np 4 "$NB" train "${Z[@]}" --use-distributed-optimizer --load "$WORK/ckz"
+same_state "sharded: stopped after 2, resumed sharded" "$WORK/z_full.log" "$WORK/z_part2.log"
+run_logged 120 u_part2 "${MPI[@]}" -np 4 "$NB" train "${Z[@]}" --load "$WORK/ckz"
+same_state "sharded checkpoint resumed unsharded" "$WORK/z_full.log" "$WORK/u_part2.log"
+expect_error 2 "use-distributed-optimizer shards the optimizer state over the replicas" "$NB" train "${BASE[@]}" \
+  --use-distributed-optimizer
 
 # D = 2 x m = 2 against D = 1 x m = 4, both under train: the same global batch, another order of the sum.
 run_logged 120 d1_m4 "${MPI[@]}" -np 2 "$NB" train "${BASE[@]}" --num-microbatches 4 --optimizer muon
