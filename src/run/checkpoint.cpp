@@ -38,14 +38,21 @@ Identity identity_of(const TrainOptions& o) {
         {"taylor_lambda", fmt::format("{}", o.delay_fix.taylor_lambda)},
         {"schedule", std::string(schedule_kind_name(o.schedule))},
         {"micro_batch_size", fmt::format("{}", o.micro_batch_size)},
-        {"num_microbatches", fmt::format("{}", o.num_microbatches)},
-        {"data_parallel_size", fmt::format("{}", o.data_parallel_size)},
         {"seq_length", fmt::format("{}", o.seq_length)},
         {"seed", fmt::format("{}", o.seed)},
         {"data", o.data_path},
         {"val_data", o.val_data_path},
         {"val_fraction", fmt::format("{}", o.val_fraction)},
     };
+    // The batch. Synchronous schedules: only the global batch, D x m, so that a run may resume at another D (each
+    // step sees the same microbatches; only the order of the replicas' sum changes). Asynchronous ones step on each
+    // replica's microbatches (pipedream) or keep versions per step of m (2bw): m and D both.
+    if (is_asynchronous(o.schedule)) {
+        id.emplace_back("num_microbatches", fmt::format("{}", o.num_microbatches));
+        id.emplace_back("data_parallel_size", fmt::format("{}", o.data_parallel_size));
+    } else {
+        id.emplace_back("microbatches_per_iteration", fmt::format("{}", o.microbatches_per_iter()));
+    }
     // The LR schedule as it runs (defaults resolved against the optimizer steps): a resume under another one would
     // not continue the saved run (Megatron refuses it too, unless told to override).
     const int64_t steps = ScheduleSpec{o.schedule, o.stages, o.num_microbatches, o.train_iters}.optimizer_steps();

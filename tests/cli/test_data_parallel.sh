@@ -7,7 +7,7 @@
 #   and the final validation loss to within 3e-4 (printed to 1e-4), for every schedule whose step is the whole
 #   global batch (not pipedream, which steps on each replica's microbatch); so do D = 2 x m = 1 and D = 1 x m = 2;
 # - and they are not the same bits: the order shows;
-# - repeatable, resumable (stopped after 2, resumed), and a D = 1 checkpoint is refused by a D = 2 run;
+# - repeatable, resumable (stopped after 2, resumed), and a checkpoint of another global batch is refused;
 # - --global-batch-size is checked against D x m x B; D < 1 is a usage error.
 # `train` with D > 1 against this oracle: test_data_parallel_train.sh.
 source "$(dirname "$0")/lib.sh"
@@ -66,7 +66,8 @@ run_logged 120 rest "$NB" reference "${R[@]}" --load "$WORK/ck"
 same_state "D = 2: stopped after 2, resumed" "$WORK/again.log" "$WORK/rest.log"
 run_logged 120 d1_save "$NB" reference "${FLAGS[@]}" --stages 2 --num-microbatches 2 --save "$WORK/ck1" --save-interval 2 \
   --exit-interval 2
-expect_error 1 "field 'identity.data_parallel_size' is '1' there, '2' in this run" "$NB" reference "${R[@]}" --load "$WORK/ck1"
+expect_error 1 "field 'identity.microbatches_per_iteration' is '2' there, '4' in this run" "$NB" reference "${R[@]}" \
+  --load "$WORK/ck1"
 
 run_logged 60 gbs "$NB" reference "${R[@]}" --global-batch-size 8 --train-iters 1
 grep -q '^final weights sha256' "$WORK/gbs.log" && pass "--global-batch-size 8 = 2 x 2 x 2 is accepted" || fail "gbs: $(cat "$WORK/gbs.log")"

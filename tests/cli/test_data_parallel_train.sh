@@ -6,11 +6,14 @@
 #   1F1B; --clip-scope stage;
 # - a D = 2 train run and a D = 1 run of the same global batch (m = 4) agree within 3e-4 (only the sum's order
 #   differs);
+# - resumed at another D where the global batch is kept (synchronous schedules): as the oracle resumed alike; 2bw
+#   refuses it;
 # - resumed at the same D, after a checkpoint and after a stop signal that reached one rank of replica 1 only (the
 #   replicas vote as one job);
 # - a failing, a stalled and a killed rank in replica 1 end the whole job, one line naming stage and replica;
 # - --use-distributed-optimizer (ZeRO-1): every optimizer sharded has the same bits (and ef, taylor, MoE, zb-v,
 #   D = 3); its checkpoint files are the unsharded run's byte for byte and resume sharded or not;
+# - the pipeline and P = 2 x D = 2 once more over Open MPI's TCP path (--mca btl tcp,self);
 # - usage: the ranks must be stages x replicas; the header names the replicas.
 source "$(dirname "$0")/lib.sh"
 if [ "$HAVE_MPI" != 1 ]; then echo "skip: this nobubble has no MPI"; finish; exit; fi
@@ -81,6 +84,17 @@ same_state "sharded checkpoint resumed unsharded" "$WORK/z_full.log" "$WORK/u_pa
 expect_error 2 "use-distributed-optimizer shards the optimizer state over the replicas" "$NB" train "${BASE[@]}" \
   --use-distributed-optimizer
 
+# Resumed at another D, the global batch kept (synchronous schedules): D = 2 x m = 2 saved, resumed at D = 1 x m = 4,
+# ends where the oracle resumed the same way ends (not on the uninterrupted run's bits: the sum's order changed at
+# the resume; 2bw refuses another D: below).
+S=("${BASE[@]}" --stages 2 --schedule 1f1b --optimizer adamw --train-iters 6)
+run_logged 120 t_part1 "${MPI[@]}" -np 4 "$NB" train "${S[@]}" --data-parallel-size 2 --num-microbatches 2 \
+  --save "$WORK/ckt" --save-interval 2 --exit-interval 2
+run_logged 120 t_part2 "${MPI[@]}" -np 2 "$NB" train "${S[@]}" --num-microbatches 4 --load "$WORK/ckt"
+run_logged 120 t_ref "$NB" reference "${S[@]}" --num-microbatches 4 --load "$WORK/ckt"
+same_state "saved at D = 2 x m = 2, resumed at D = 1 x m = 4: the oracle resumed alike" "$WORK/t_ref.log" \
+  "$WORK/t_part2.log"
+
 # D = 2 x m = 2 against D = 1 x m = 4, both under train: the same global batch, another order of the sum.
 run_logged 120 d1_m4 "${MPI[@]}" -np 2 "$NB" train "${BASE[@]}" --num-microbatches 4 --optimizer muon
 run_logged 120 d2_m2 "${MPI[@]}" -np 4 "$NB" train "${FLAGS[@]}" --optimizer muon
@@ -95,6 +109,8 @@ run_logged 120 full "${MPI[@]}" -np 4 "$NB" train "${R[@]}"
 run_logged 120 part1 "${MPI[@]}" -np 4 "$NB" train "${R[@]}" --save "$WORK/ck" --save-interval 2 --exit-interval 2
 run_logged 120 part2 "${MPI[@]}" -np 4 "$NB" train "${R[@]}" --load "$WORK/ck"
 same_state "D = 2: stopped after 2, resumed" "$WORK/full.log" "$WORK/part2.log"
+expect_error 1 "field 'identity.num_microbatches' is '2' there, '4' in this run" "$NB" train "${R[@]}" \
+  --data-parallel-size 1 --num-microbatches 4 --load "$WORK/ck"
 run_logged 120 sig1 "${MPI[@]}" -np 4 "$NB" train "${R[@]}" --save "$WORK/ck_sig" --save-interval 100 \
   --signal-at-step 1 --signal-rank 3
 grep -q '^stopped by SIGTERM after step [2-5]; checkpoint saved$' "$WORK/sig1.log" \
@@ -120,6 +136,17 @@ timeout -k 5 30 "${MPI[@]}" -np 4 "$NB" train "${R[@]}" --kill-at-step 2 --kill-
   >"$WORK/kill.out" 2>"$WORK/kill.err" || rc=$?
 [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ $((SECONDS - t0)) -lt 30 ] \
   && pass "a killed rank of replica 1 ends the job (exit $rc after $((SECONDS - t0)) s)" || fail "kill: exit $rc"
+
+# Open MPI's TCP path (the one traffic between nodes takes) instead of shared memory: the pipeline, and data
+# parallelism with the distributed optimizer, once more, on the oracle's bits.
+TCP=(--mca btl tcp,self)
+PP=("${BASE[@]}" --num-microbatches 2 --schedule 2bw --optimizer muon --delay-fix ef)
+run_logged 120 tcp_pp_ref "$NB" reference "${PP[@]}" --stages 2
+run_logged 120 tcp_pp "${MPI[@]}" "${TCP[@]}" -np 2 "$NB" train "${PP[@]}"
+equal "over TCP: mpirun -np 2 2bw" "$WORK/tcp_pp_ref.log" "$WORK/tcp_pp.log"
+run_logged 120 tcp_dp "${MPI[@]}" "${TCP[@]}" -np 4 "$NB" train "${FLAGS[@]}" --schedule 2bw --optimizer muon \
+  --delay-fix ef --data-parallel-size 2 --use-distributed-optimizer
+equal "over TCP: P = 2 x D = 2 2bw, the distributed optimizer" "$WORK/ref_zero_muon_ef.log" "$WORK/tcp_dp.log"
 
 expect_mpi_usage_error ranks 3 "--data-parallel-size 2 with --stages 2 needs 4 MPI ranks" "${FLAGS[@]}" --stages 2
 expect_error 2 "--data-parallel-size 2 with --stages 1 needs 2 MPI ranks" "$NB" train "${FLAGS[@]}"
