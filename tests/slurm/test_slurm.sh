@@ -7,7 +7,9 @@
 # - a job under srun hit by its time-limit signal (USR1 to the batch script, as --signal=B:USR1@N sends it) saves,
 #   requeues itself, resumes from that save, same hash;
 # - a cancelled job (scancel) saves on Slurm's TERM and is not requeued;
-# - an impossible layout (ranks != STAGES; DEVICE=cuda without GPUs) fails before training with one error line.
+# - REPLICAS=2 (data parallelism, 1 stage x 2 replicas) ends on the hash of the same run under plain mpirun;
+# - an impossible layout (ranks != STAGES x REPLICAS; DEVICE=cuda without GPUs) fails before training with one error
+#   line.
 # Prints the preemption timings. Every wait is bounded; the daemons and scratch go away on any exit (trap).
 # - run/slurm/compare.sbatch runs run/compare.sh's smoke grid (a point larger than the allocation skipped) into
 #   its run directory: the CSV and the report's charts; on DEVICE=cuda without GPUs it fails before starting.
@@ -103,6 +105,16 @@ j=$(LAUNCHER=srun submit plain)
 wait_until "$JOB_TIMEOUT_S" gone "$j" || fail "plain: job $j still $(state_of "$j") after ${JOB_TIMEOUT_S}s"
 check_job plain "$j" 0
 
+# 1b. Data parallel: REPLICAS=2 on the 2 ranks (1 stage x 2 replicas), srun; the hash of plain mpirun's D = 2 run.
+run_logged 120 mpirun_dp "${MPI[@]}" -np 2 "$NB" train --device cpu --stages 1 --data-parallel-size 2 $TRAIN_ARGS
+j=$(LAUNCHER=srun REPLICAS=2 submit dp)
+wait_until "$JOB_TIMEOUT_S" gone "$j" || fail "dp: job $j still $(state_of "$j") after ${JOB_TIMEOUT_S}s"
+want_dp=$(hash_of "$WORK/mpirun_dp.log")
+[[ "$want_dp" =~ ^[0-9a-f]{64}$ ]] && [ "$(hash_of "$WORK/runs/dp-$j/train.log" | tail -n 1)" = "$want_dp" ] \
+  && grep -q '1 stages x 2 replicas' "$WORK/runs/dp-$j/train.log" \
+  && pass "dp: REPLICAS=2, 1 stage x 2 replicas under srun, ends on mpirun's D = 2 hash" \
+  || fail "dp: want $want_dp, job log: $(tail -n 4 "$WORK/dp-$j.out")"
+
 # 2. Preempted: mpirun, `scontrol requeue` after iteration 100 (a checkpoint at 100; the run is ~4 s, and its
 # ranks may go on ~1.5 s before they stop: early enough that the job is still running then).
 j=$(LAUNCHER=mpirun submit requeue)
@@ -172,6 +184,7 @@ expect_job_error() {
   fi
 }
 STAGES=3 expect_job_error stages 'the job has 2 ranks but STAGES=3'
+REPLICAS=3 expect_job_error replicas 'the job has 2 ranks but STAGES=0 x REPLICAS=3'
 DEVICE=cuda expect_job_error gpus '2 ranks per node but 0 GPUs'
 
 # 6. The comparison template: run/compare.sh's smoke grid (bench and train points, srun per point) on the
