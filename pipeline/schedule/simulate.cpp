@@ -38,6 +38,7 @@ public:
             throw std::invalid_argument(fmt::format("simulate: part_scale has {} entries for {} parts",
                                                     costs.part_scale.size(), placement.parts()));
         result_.busy_ms.assign(plans.size(), 0.0);
+        result_.replica_wait_ms.assign(plans.size(), 0.0);
         result_.timeline.resize(plans.size());
         for (int s = 0; s < p_; ++s) {
             check_peers(s);
@@ -99,6 +100,9 @@ private:
         std::vector<int> waiting;
     };
     std::unordered_map<int64_t, StepBarrier> barriers_;
+    std::unordered_map<int64_t, double> gradient_done_ms_;  // (step, virtual stage): its last backward or W's end
+
+    int64_t step_key(int64_t step, int vs) const { return step * p_ * v_ + vs; }
 
     // Rank s has reached an optimizer step `a` at `start`: true when every rank has (the step may run from the
     // latest arrival on); false when rank s must wait, and then it is woken by the last arrival.
@@ -144,13 +148,24 @@ private:
                 clock_[s] = std::max(start, ch.arrival_ms[ch.received]);
                 ++ch.received;
             } else {
-                const bool barrier = costs_.step_barrier && a.type == ActionType::optimizer_step;
-                if (barrier && !pass_barrier(s, a, start, runnable)) return;
-                const double from = barrier ? std::max(start, barriers_[a.step].latest_ms) : start;
                 const double scale = costs_.part_scale.empty() ? 1.0 : costs_.part_scale[static_cast<size_t>(vs)];
+                // Data parallelism: the step waits for its gradient's sum over the replicas.
+                double arrive = start;
+                if (a.type == ActionType::optimizer_step && costs_.replica_sum_ms > 0) {
+                    const auto done = gradient_done_ms_.find(step_key(a.step, vs));
+                    const double summed = (done == gradient_done_ms_.end() ? start : done->second) +
+                                          costs_.replica_sum_ms * scale / v_;
+                    arrive = std::max(start, summed);
+                }
+                const bool barrier = costs_.step_barrier && a.type == ActionType::optimizer_step;
+                if (barrier && !pass_barrier(s, a, arrive, runnable)) return;
+                const double from = barrier ? std::max(arrive, barriers_[a.step].latest_ms) : arrive;
+                if (a.type == ActionType::optimizer_step) result_.replica_wait_ms[s] += arrive - start;
                 const double cost = action_cost_ms(a.type, costs_) * scale / v_;
                 clock_[s] = from + cost;
                 result_.busy_ms[s] += cost;
+                if (a.type == ActionType::backward || a.type == ActionType::backward_weight)
+                    gradient_done_ms_[step_key(a.step, vs)] = clock_[s];
             }
             result_.timeline[s].push_back({a, start, clock_[s]});
             ++next_[s];
@@ -197,7 +212,7 @@ void SimCosts::validate() const {
         throw UsageError(fmt::format("--forward-ms must be positive, got {}", forward_ms));
     const std::pair<const char*, double> others[] = {
         {"--backward-input-ms", backward_input_ms}, {"--backward-weight-ms", backward_weight_ms},
-        {"--p2p-ms", p2p_ms}, {"--optimizer-ms", optimizer_ms}};
+        {"--p2p-ms", p2p_ms}, {"--optimizer-ms", optimizer_ms}, {"the replicas' sum (ms)", replica_sum_ms}};
     for (const auto& [flag, value] : others)
         if (!(value >= 0) || !std::isfinite(value))
             throw UsageError(fmt::format("{} must be >= 0, got {}", flag, value));
@@ -207,6 +222,16 @@ void SimCosts::validate() const {
 }
 
 bool steps_synchronize(ScheduleKind kind) { return !is_asynchronous(kind); }
+
+double replica_sum_cost_ms(double bytes, int replicas, double gbps, double latency_us) {
+    if (replicas <= 1) return 0.0;
+    if (!(gbps > 0) || !std::isfinite(gbps))
+        throw UsageError(fmt::format("--allreduce-gbps must be positive, got {}", gbps));
+    if (!(latency_us >= 0) || !std::isfinite(latency_us))
+        throw UsageError(fmt::format("--allreduce-latency-us must be >= 0, got {}", latency_us));
+    const double d = replicas;
+    return 2 * (d - 1) * latency_us * 1e-3 + 2 * (d - 1) / d * bytes / (gbps * 1e9 / 8) * 1e3;
+}
 
 double action_cost_ms(ActionType type, const SimCosts& costs) {
     switch (type) {

@@ -16,6 +16,12 @@
 // + optimizer_ms: no part starts step t+1 before every part has finished step t's backwards. Without it (2bw,
 // pipedream: each stage clips by its own norm) a step depends on its own stage only.
 //
+// With replica_sum_ms > 0 (data parallelism, src/plan/rank_layout.h): step t's sum of a part's gradient over its
+// replicas starts when the part's last backward (or W) of step t ends and takes replica_sum_ms (scaled by the part
+// like its compute, and 1/v per chunk), on the network, not the stage; the part's optimizer step (and, under
+// step_barrier, its arrival there) waits for it. The wait it causes is the exposed reduction (replica_wait_ms).
+// Its cost from the alpha-beta model: replica_sum_cost_ms.
+//
 // The simulation is event-driven (a stage runs until it blocks; a send wakes the stage waiting on its
 // channel), so it costs O(total actions).
 #pragma once
@@ -37,11 +43,18 @@ struct SimCosts {
     // which the costs above are: a part with twice an even part's FLOPs takes twice as long. Empty: every part 1.
     std::vector<double> part_scale;
     bool step_barrier = false;  // optimizer step t waits for every part's (steps_synchronize)
+    double replica_sum_ms = 0;  // data parallelism: the sum of an even stage's step gradient over its replicas
     double backward_ms() const { return backward_input_ms + backward_weight_ms; }
     // nb::UsageError naming the flag: forward_ms > 0 (it is the timeline's column width), the others >= 0; each
     // part_scale finite and >= 0.
     void validate() const;
 };
+
+// The alpha-beta cost of summing `bytes` of gradient over `replicas` replicas as the executor does
+// (pipeline/stage/replica_grad_sum.h: a reduce-scatter and an all-gather round, each D - 1 messages of bytes / D per
+// replica, sent one after another): 2 (D - 1) latency_us + 2 (D - 1) / D bytes / (gbps 1e9 / 8), the ring
+// all-reduce's figure. 0 for one replica. nb::UsageError for gbps <= 0 or latency < 0 when D > 1.
+double replica_sum_cost_ms(double bytes, int replicas, double gbps, double latency_us);
 
 // Whether a schedule's optimizer steps wait for every stage's (its clip is global: the synchronous schedules).
 bool steps_synchronize(ScheduleKind kind);
@@ -59,6 +72,7 @@ struct SimResult {
     double makespan_ms = 0;                          // the latest end over all stages
     std::vector<double> busy_ms;                     // compute (forward, backward, optimizer) per stage
     double bubble_fraction = 0;                      // 1 - sum(busy_ms) / (stages * makespan_ms)
+    std::vector<double> replica_wait_ms;             // per stage: its steps' waits for the replicas' sum
     std::vector<std::vector<TimedAction>> timeline;  // per stage, the actions it ran, in order
     bool deadlock = false;                           // some stage could not finish its list
     std::string deadlock_reason;                     // which stage waits for what

@@ -1,5 +1,8 @@
 // `nobubble schedule`: build a pipeline schedule, simulate it with fixed costs and print its timeline, bubble
-// fraction, in-flight microbatches and weight versions per stage. No model, no MPI.
+// fraction, in-flight microbatches and weight versions per stage. No model, no MPI. With --data-parallel-size D,
+// each stage's gradient (--grad-mib) is summed over D replicas at the alpha-beta cost of --allreduce-gbps and
+// --allreduce-latency-us (replica_sum_cost_ms, pipeline/schedule/simulate.h), and it prints the reduction left
+// exposed and, with --tokens-per-microbatch, the tokens/s of the P x D job.
 #include <optional>
 
 #include <fmt/format.h>
@@ -19,7 +22,32 @@ struct ScheduleFlags {
     ScheduleSpec spec;
     SimCosts costs;
     std::optional<double> backward_ms;  // --backward-ms: B = W = half of it
+    // Data parallelism (the alpha-beta model of the replicas' sum).
+    int replicas = 1;                   // --data-parallel-size D
+    double grad_mib = 0;                // --grad-mib: one stage's gradient
+    double allreduce_gbps = 100;        // --allreduce-gbps: each rank's link, Gbit/s
+    double allreduce_latency_us = 5;    // --allreduce-latency-us: per message
+    double tokens_per_microbatch = 0;   // --tokens-per-microbatch: B x T, for tokens/s (0: not printed)
 };
+
+// The P x D job's figures: the reduction's cost, what of it the steps waited for, and the projected tokens/s.
+void print_data_parallel(const ScheduleFlags& f, const SimResult& result) {
+    double waited = 0;
+    for (double w : result.replica_wait_ms) waited += w;
+    const double per_stage = waited / static_cast<double>(result.replica_wait_ms.size());
+    fmt::print("data parallel: {} replicas ({} ranks), each stage's {:g} MiB gradient summed in {:.3f} ms per step "
+               "(alpha-beta: 2 (D-1) x {:g} us + 2 (D-1)/D x bytes / {:g} Gbit/s)\n",
+               f.replicas, f.replicas * f.spec.stages, f.grad_mib, f.costs.replica_sum_ms, f.allreduce_latency_us,
+               f.allreduce_gbps);
+    fmt::print("exposed reduction: {:.3f} ms per stage, {:.2f}% of the makespan (the steps' waits for the sum)\n",
+               per_stage, result.makespan_ms > 0 ? 100.0 * per_stage / result.makespan_ms : 0.0);
+    if (f.tokens_per_microbatch > 0 && result.makespan_ms > 0) {
+        const double tokens = f.tokens_per_microbatch * static_cast<double>(f.spec.microbatches * f.spec.steps) *
+                              f.replicas;
+        fmt::print("projected: {:.0f} tokens/s over {} ranks ({:.0f} per rank)\n", tokens / (result.makespan_ms * 1e-3),
+                   f.replicas * f.spec.stages, tokens / (result.makespan_ms * 1e-3) / (f.replicas * f.spec.stages));
+    }
+}
 
 void print_header(const ScheduleSpec& spec, const SimCosts& costs) {
     fmt::print("schedule {}: {} stage(s), {} microbatch(es) per iteration, {} iteration(s), {} optimizer step(s)",
@@ -55,6 +83,12 @@ int print_schedule(ScheduleFlags& f) {
     if (f.backward_ms && !(*f.backward_ms >= 0))
         throw UsageError(fmt::format("--backward-ms must be >= 0, got {}", *f.backward_ms));
     f.costs.validate();
+    if (f.replicas < 1) throw UsageError(fmt::format("--data-parallel-size must be positive, got {}", f.replicas));
+    if (!(f.grad_mib >= 0)) throw UsageError(fmt::format("--grad-mib must be >= 0, got {}", f.grad_mib));
+    if (!(f.tokens_per_microbatch >= 0))
+        throw UsageError(fmt::format("--tokens-per-microbatch must be >= 0, got {}", f.tokens_per_microbatch));
+    f.costs.replica_sum_ms =
+        replica_sum_cost_ms(f.grad_mib * 1024 * 1024, f.replicas, f.allreduce_gbps, f.allreduce_latency_us);
     f.costs.step_barrier = steps_synchronize(f.spec.kind);  // the global clip's all-gather
     const std::vector<StagePlan> plans = build_schedule(f.spec);
     const SimResult result = simulate(plans, f.costs, f.spec.placement());
@@ -65,6 +99,7 @@ int print_schedule(ScheduleFlags& f) {
     print_stage_table(plans, result);
     fmt::print("bubble fraction: {:.2f}% (idle share of {} stage(s) x {:.3f} ms)\n", 100.0 * result.bubble_fraction,
                f.spec.stages, result.makespan_ms);
+    if (f.replicas > 1) print_data_parallel(f, result);
     return 0;
 }
 
@@ -101,6 +136,17 @@ Command add_schedule_command(CLI::App& app) {
     backward->excludes(input)->excludes(weight);
     sub->add_option("--p2p-ms", costs.p2p_ms, "Transfer time of one activation or gradient")->capture_default_str();
     sub->add_option("--optimizer-ms", costs.optimizer_ms, "Cost of one optimizer step")->capture_default_str();
+    sub->add_option("--data-parallel-size", flags->replicas, "Replicas D of the pipeline (their gradient sum costed)")
+        ->capture_default_str();
+    sub->add_option("--grad-mib", flags->grad_mib, "One stage's gradient, MiB (what the replicas sum each step)")
+        ->capture_default_str();
+    sub->add_option("--allreduce-gbps", flags->allreduce_gbps, "Each rank's link for the replicas' sum, Gbit/s")
+        ->capture_default_str();
+    sub->add_option("--allreduce-latency-us", flags->allreduce_latency_us, "Latency of one message, microseconds")
+        ->capture_default_str();
+    sub->add_option("--tokens-per-microbatch", flags->tokens_per_microbatch,
+                    "Tokens of one microbatch (B x T): prints the P x D job's projected tokens/s (0: not)")
+        ->capture_default_str();
     return {sub, [flags] { return print_schedule(*flags); }};
 }
 

@@ -59,4 +59,13 @@ expect_error 2 "schedule 2bw needs --num-microbatches >= the number of stages (P
 expect_error 2 "sync-start 2 + --sync-cooldown 2 exceed the 3 optimizer steps" "${S[@]}" --schedule 2bw --steps 3 --sync-start 2 --sync-cooldown 2
 expect_error 2 "forward-ms must be positive" "${S[@]}" --schedule 1f1b --forward-ms 0
 expect_error 2 "stages" "$NB" schedule --schedule 1f1b --microbatches 8
+# Data parallelism's alpha-beta: 1 Gbit of gradient over 1 Gbit/s for 2 replicas, no latency, is 1000 ms per step,
+# all of it exposed (one step: the sum starts with the last backward and the step waits for it).
+"$NB" schedule --schedule 1f1b --stages 2 --microbatches 2 --data-parallel-size 2 --grad-mib 119.20928955078125 \
+  --allreduce-gbps 1 --allreduce-latency-us 0 --tokens-per-microbatch 100 >"$WORK/dp.txt"
+grep -q 'summed in 1000.000 ms per step' "$WORK/dp.txt" && grep -q '^exposed reduction: 1000.000 ms per stage' "$WORK/dp.txt" \
+  && grep -q '^projected: .* tokens/s over 4 ranks' "$WORK/dp.txt" \
+  && pass "--data-parallel-size 2: the sum costed and exposed, the job's tokens/s" || fail "dp: $(tail -n 3 "$WORK/dp.txt")"
+expect_error 2 "allreduce-gbps must be positive" "$NB" schedule --schedule 1f1b --stages 2 --microbatches 2 \
+  --data-parallel-size 2 --allreduce-gbps 0
 finish

@@ -309,3 +309,27 @@ TEST_CASE("timeline text: too wide becomes occupancy bars; too many stages a one
     CHECK(contains(note, "65 stages are too many to draw"));
     CHECK(note.find('\n') == note.size() - 1);
 }
+
+TEST_CASE("simulate: the replicas' gradient sum, costed by alpha-beta, delays each step by what is exposed") {
+    // 1 Gbit over 1 Gbit/s, 2 replicas, no latency: 2 (D-1)/D of it, 1 s; latency adds 2 (D-1) of it.
+    CHECK(replica_sum_cost_ms(1.25e8, 2, 1, 0) == doctest::Approx(1000));
+    CHECK(replica_sum_cost_ms(1.25e8, 4, 1, 10) == doctest::Approx(1500 + 6 * 0.01));
+    CHECK(replica_sum_cost_ms(1e9, 1, 0, 0) == 0);  // one replica: nothing to sum, any link
+    CHECK_THROWS_AS(replica_sum_cost_ms(1, 2, 0, 0), UsageError);
+    CHECK_THROWS_AS(replica_sum_cost_ms(1, 2, 1, -1), UsageError);
+    for (ScheduleKind kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::two_bw, ScheduleKind::zb_h1}) {
+        CAPTURE(schedule_kind_name(kind));
+        ScheduleSpec spec{kind, 2, 4, 3};
+        SimCosts costs;
+        costs.step_barrier = steps_synchronize(kind);
+        const SimResult alone = nb::simulate(nb::build_schedule(spec), costs, spec.placement());
+        costs.replica_sum_ms = 0.5;
+        const SimResult summed = nb::simulate(nb::build_schedule(spec), costs, spec.placement());
+        REQUIRE_FALSE(summed.deadlock);
+        CHECK(alone.replica_wait_ms == std::vector<double>{0, 0});
+        // Every step's sum starts at its last backward and the step waits for it: 3 steps x 0.5 ms per stage.
+        for (double w : summed.replica_wait_ms) CHECK(w == doctest::Approx(1.5));
+        CHECK(summed.makespan_ms > alone.makespan_ms);
+        CHECK(summed.makespan_ms <= alone.makespan_ms + 1.5 + 1e-9);
+    }
+}
