@@ -9,19 +9,20 @@
 
 namespace nb {
 
-ReplicaGradSum::ReplicaGradSum(Transport& replicas, int stage, int num_stages)
+ReplicaGradSum::ReplicaGradSum(Transport& replicas, int stage, int num_stages, int64_t tag_stride)
     : replicas_(replicas),
       replica_(replicas.stage()),
       num_replicas_(replicas.num_stages()),
       stage_(stage),
-      num_stages_(num_stages) {}
+      num_stages_(num_stages),
+      tag_stride_(tag_stride) {}
 
 int64_t ReplicaGradSum::shard_begin(const Bucket& b, int replica) const {
     return static_cast<int64_t>(b.packed.size()) * replica / num_replicas_;
 }
 
 MessageTag ReplicaGradSum::tag(Channel channel, size_t bucket) const {
-    return {channel, (step_ * num_stages_ + stage_) * kMaxBuckets + static_cast<int64_t>(bucket)};
+    return {channel, (step_ * num_stages_ + stage_) * tag_stride_ + static_cast<int64_t>(bucket)};
 }
 
 void ReplicaGradSum::pack(Bucket& b) const {
@@ -87,8 +88,8 @@ void ReplicaGradSum::start(int64_t step, TensorSet& grads) {
         b.end_slot = i;
         buckets_.push_back(std::move(b));
     }
-    if (static_cast<int64_t>(buckets_.size()) > kMaxBuckets)
-        throw std::logic_error(fmt::format("replica sum: {} buckets exceed {}", buckets_.size(), kMaxBuckets));
+    if (static_cast<int64_t>(buckets_.size()) > tag_stride_)
+        throw std::logic_error(fmt::format("replica sum: {} buckets exceed the tag stride {}", buckets_.size(), tag_stride_));
     for (size_t k = 0; k < buckets_.size(); ++k) {
         pack(buckets_[k]);
         post_shard_receives(k);

@@ -14,7 +14,8 @@
 // split the distributed optimizer needs (replica k owns shard k after the first round). Messages rather than
 // MPI collectives, so that the V chunks of a rank can reduce in whatever order their steps come without
 // breaking MPI's rule that every rank starts the same collectives in the same order; every message has its own
-// tag: (channel, ((step x stages + stage) x kMaxBuckets + bucket)).
+// tag: (channel, ((step x stages + stage) x stride + bucket)), stride the most slots any stage has (a bucket holds
+// one slot at least): dense, so that an MPI with few tags wraps around as late as it can.
 //
 // Non-blocking: start() when the step's gradient is complete (its last backward or W), then try_finish() until it
 // returns true; meanwhile the stage goes on with whatever its list allows.
@@ -33,11 +34,11 @@ namespace nb {
 class ReplicaGradSum {
 public:
     static constexpr size_t kBucketBytes = size_t{4} << 20;
-    static constexpr int64_t kMaxBuckets = 4096;
 
     // `replicas`: this stage's replica transport (stage() = its replica, num_stages() = D); `stage` of
-    // `num_stages` pipeline stages (virtual stages with chunks): the tags' stage field.
-    ReplicaGradSum(Transport& replicas, int stage, int num_stages);
+    // `num_stages` pipeline stages (virtual stages with chunks): the tags' stage field; `tag_stride`: at least the
+    // most gradient slots of any stage, the same on every rank.
+    ReplicaGradSum(Transport& replicas, int stage, int num_stages, int64_t tag_stride);
 
     // Starts summing `grads` (host f32 tensors, left untouched until try_finish writes the sum into them) for
     // optimizer step `step`. std::logic_error while another sum is in flight.
@@ -67,6 +68,7 @@ private:
 
     Transport& replicas_;
     const int replica_, num_replicas_, stage_, num_stages_;
+    const int64_t tag_stride_;
     TensorSet* grads_ = nullptr;
     int64_t step_ = 0;
     std::vector<Bucket> buckets_;

@@ -7,16 +7,19 @@
 namespace nb {
 
 ShardExchange::ShardExchange(Transport& replicas, int stage, int num_stages, const ParamLayout& layout,
-                             std::vector<TensorShard> shards, std::vector<std::pair<std::string, Shape>> state)
+                             std::vector<TensorShard> shards, std::vector<std::pair<std::string, Shape>> state,
+                             int64_t tag_stride)
     : replicas_(replicas),
       replica_(replicas.stage()),
       stage_(stage),
       num_stages_(num_stages),
+      tag_stride_(tag_stride),
       layout_(layout),
       shards_(std::move(shards)),
       state_(std::move(state)) {
-    if (static_cast<int64_t>(shards_.size()) > kStride || static_cast<int64_t>(state_.size()) > kStride)
-        throw std::logic_error(fmt::format("shard exchange: {} shards, {} state tensors", shards_.size(), state_.size()));
+    if (static_cast<int64_t>(shards_.size()) > tag_stride_ || static_cast<int64_t>(state_.size()) > tag_stride_)
+        throw std::logic_error(fmt::format("shard exchange: {} shards, {} state tensors for a tag stride of {}",
+                                           shards_.size(), state_.size(), tag_stride_));
     for (const auto& [name, shape] : state_) state_params_.push_back(param_of_state(name));
 }
 
@@ -37,11 +40,11 @@ Tensor ShardExchange::shard_rows(const Tensor& t, const TensorShard& s) const {
 }
 
 MessageTag ShardExchange::weights_tag(int64_t step, size_t shard) const {
-    return {Channel::replica_weights, (step * num_stages_ + stage_) * kStride + static_cast<int64_t>(shard)};
+    return {Channel::replica_weights, (step * num_stages_ + stage_) * tag_stride_ + static_cast<int64_t>(shard)};
 }
 
 MessageTag ShardExchange::state_tag(int64_t key, size_t position) const {
-    return {Channel::replica_state, (key * num_stages_ + stage_) * kStride + static_cast<int64_t>(position)};
+    return {Channel::replica_state, (key * num_stages_ + stage_) * tag_stride_ + static_cast<int64_t>(position)};
 }
 
 void ShardExchange::start_weights(int64_t step, const TensorSet& master) {

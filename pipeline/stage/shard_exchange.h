@@ -9,8 +9,9 @@
 //             names and shapes of an unsharded stage's, so that files and hashes do not depend on D or on
 //             sharding): the other replicas send their shards' state to replica 0, which puts the rows together.
 //
-// Every message has its own tag: (replica_weights, (step x stages + stage) x kStride + shard) and (replica_state,
-// (key x stages + stage) x kStride + position in the canonical state; one message per owner, told apart by source).
+// Every message has its own tag: (replica_weights, (step x stages + stage) x stride + shard) and (replica_state,
+// (key x stages + stage) x stride + position in the canonical state; one message per owner, told apart by source),
+// stride at least the most shards or state tensors of any stage: dense, so that few MPI tags wrap late.
 #pragma once
 
 #include <cstdint>
@@ -28,12 +29,12 @@ namespace nb {
 
 class ShardExchange {
 public:
-    static constexpr int64_t kStride = int64_t{1} << 16;  // more tensors than any stage's layout or state has
-
     // `replicas`: the stage's replica transport (its stage() = this replica); `shards`: every replica's shards of
-    // `layout` (optimizer_shards); `state`: the unsharded stage's state names and shapes, in canonical order.
+    // `layout` (optimizer_shards); `state`: the unsharded stage's state names and shapes, in canonical order;
+    // `tag_stride`: the same on every rank (above).
     ShardExchange(Transport& replicas, int stage, int num_stages, const ParamLayout& layout,
-                  std::vector<TensorShard> shards, std::vector<std::pair<std::string, Shape>> state);
+                  std::vector<TensorShard> shards, std::vector<std::pair<std::string, Shape>> state,
+                  int64_t tag_stride);
 
     // After the update of `step`: the owned rows of `master` to every other replica, the others' receives posted.
     void start_weights(int64_t step, const TensorSet& master);
@@ -58,6 +59,7 @@ private:
 
     Transport& replicas_;
     const int replica_, stage_, num_stages_;
+    const int64_t tag_stride_;
     const ParamLayout& layout_;
     std::vector<TensorShard> shards_;
     std::vector<std::pair<std::string, Shape>> state_;

@@ -35,6 +35,19 @@ Microbatch own_copy(const Microbatch& mb) {
 }
 
 // --use-distributed-optimizer with replicas: who owns each tensor of the stage (optim/optimizer_shards.h).
+// The most tensors any stage's layout has (the replica channels' tags are dense in them).
+int64_t most_tensors(const PipelineSetup& setup) {
+    int64_t most = 1;
+    for (const ParamLayout& l : setup.layouts) most = std::max<int64_t>(most, l.size());
+    return most;
+}
+
+// At least the most shards (a tensor's rows fall to D replicas at most, at most D - 1 tensors are cut) and
+// state tensors (every optimizer keeps at most 6 per parameter, SOAP's, and the delay fix one) of any stage.
+int64_t shard_tag_stride(const PipelineSetup& setup) {
+    return 8 * most_tensors(setup) + setup.options.data_parallel_size;
+}
+
 std::vector<TensorShard> distributed_shards(const PipelineSetup& setup, int stage, const Transport* replicas) {
     const TrainOptions& o = setup.options;
     if (!replicas || !o.distributed_optimizer) return {};
@@ -61,7 +74,9 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
       replicas_(replicas),
       replica_(replicas ? replicas->stage() : 0),
       fault_rank_(replica_ * setup.num_stages() + stage),
-      replica_sum_(replicas ? std::make_unique<ReplicaGradSum>(*replicas, stage, setup.num_stages()) : nullptr),
+      replica_sum_(replicas ? std::make_unique<ReplicaGradSum>(*replicas, stage, setup.num_stages(),
+                                                               most_tensors(setup))
+                            : nullptr),
       shard_plan_(distributed_shards(setup, stage, replicas)),
       state_(shard_plan_.empty() ? StageState(o_, setup.cut[static_cast<size_t>(stage)], ops.device())
                                  : StageState(o_, setup.cut[static_cast<size_t>(stage)], ops.device(),
@@ -72,7 +87,8 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
                                     shard_plan_,
                                     stage_optimizer_state_entries(o_.optimizer, o_.delay_fix,
                                                                   setup.layouts.at(static_cast<size_t>(stage)),
-                                                                  o_.lr.lr))),
+                                                                  o_.lr.lr),
+                                    shard_tag_stride(setup))),
       lr_(o_.lr, setup.spec.optimizer_steps()),
       versions_(ops, state_.model.layout(), state_.master, setup.plans.at(static_cast<size_t>(stage)),
                 o_.delay_fix.kind == DelayFixKind::taylor),

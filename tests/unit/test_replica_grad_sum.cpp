@@ -71,7 +71,7 @@ TEST_CASE("replica sum: every replica ends with the sum in replica order, bit fo
             grads.push_back(replica_grads(r, 0));
         }
         std::vector<ReplicaGradSum> sums;
-        for (int r = 0; r < replicas; ++r) sums.emplace_back(net.endpoint(r), 0, 1);
+        for (int r = 0; r < replicas; ++r) sums.emplace_back(net.endpoint(r), 0, 1, 16);
         for (int r = 0; r < replicas; ++r) sums[static_cast<size_t>(r)].start(4, grads[static_cast<size_t>(r)]);
         CHECK(sums[0].in_flight());
         drive(sums);
@@ -100,7 +100,7 @@ TEST_CASE("replica sum: two stages' sums in flight on one replica transport stay
         }
     std::vector<ReplicaGradSum> sums;  // index stage x 2 + replica: two chunks of each rank
     for (int stage = 0; stage < 2; ++stage)
-        for (int r = 0; r < 2; ++r) sums.emplace_back(net.endpoint(r), stage, 2);
+        for (int r = 0; r < 2; ++r) sums.emplace_back(net.endpoint(r), stage, 2, 16);
     for (size_t i = 0; i < sums.size(); ++i) sums[i].start(0, grads[i]);
     drive(sums);
     for (int stage = 0; stage < 2; ++stage) {
@@ -115,7 +115,7 @@ TEST_CASE("replica sum: two stages' sums in flight on one replica transport stay
 TEST_CASE("replica sum: it names what it waits for, and refuses misuse") {
     InProcessNetwork net(2);
     TensorSet a = replica_grads(0, 0), b = replica_grads(1, 0);
-    ReplicaGradSum s0(net.endpoint(0), 0, 1), s1(net.endpoint(1), 0, 1);
+    ReplicaGradSum s0(net.endpoint(0), 0, 1, 16), s1(net.endpoint(1), 0, 1, 16);
     CHECK_THROWS_AS(s0.try_finish(), std::logic_error);  // nothing started
     s0.start(3, a);
     CHECK_THROWS_AS(s0.start(4, a), std::logic_error);  // one at a time
