@@ -49,7 +49,9 @@ for s in "${SCHEDULES[@]}"; do
     --optimizer muon
   losses_close "$s: D = 2 x m = 2 and D = 1 x m = 4 agree" "$WORK/d2_$s.log" "$WORK/d1_$s.log"
 done
-[ "$(hash_of "$WORK/d2_1f1b.log")" != "$(hash_of "$WORK/d1_1f1b.log")" ] && [ "$(hash_of "$WORK/d2_m1.log")" != "$(hash_of "$WORK/d1_m2.log")" ] \
+# Only where each replica adds several microbatches: with m = 1 a replica's sum is one gradient, and whether
+# (0 + g1) + g2 rounds as a GEMM accumulating g2 onto g1 does depends on the CPU's sgemm kernel.
+[ "$(hash_of "$WORK/d2_1f1b.log")" != "$(hash_of "$WORK/d1_1f1b.log")" ] \
   && pass "the sum's order shows: D = 2 x m = 2 is not D = 1 x m = 4 bit for bit" || fail "D = 2 and D = 1 had the same bits"
 # pipedream with D = 2: each step is one microbatch per replica.
 run_logged 120 d2_pd "$NB" reference "${FLAGS[@]}" --stages 2 --schedule pipedream --data-parallel-size 2 \
