@@ -26,12 +26,14 @@ Tensor stage_forward(const StageModel& model, const LayerContext& ctx, Tensor x,
     return x;
 }
 
-Tensor stage_backward(const StageModel& model, const LayerContext& ctx, Tensor dy, std::vector<Stash>& stashes) {
+Tensor stage_backward(const StageModel& model, const LayerContext& ctx, Tensor dy, std::vector<Stash>& stashes,
+                      GradsDoneObserver* done) {
     const auto& layers = model.layers();
     require_stashes_of(model, stashes, "stage_backward");
     for (size_t i = layers.size(); i-- > 0;) {
         dy = layers[i]->backward(ctx, dy, stashes[i]);
         stashes[i] = {};  // free activations as soon as they are consumed
+        if (done) done->grads_done_from(model.first_param(i));
     }
     return dy;
 }
@@ -43,10 +45,14 @@ Tensor stage_backward_input(const StageModel& model, const LayerContext& ctx, Te
     return dy;
 }
 
-void stage_backward_weight(const StageModel& model, const LayerContext& ctx, std::vector<Stash>& stashes) {
+void stage_backward_weight(const StageModel& model, const LayerContext& ctx, std::vector<Stash>& stashes,
+                           GradsDoneObserver* done) {
     const auto& layers = model.layers();
     require_stashes_of(model, stashes, "stage_backward_weight");
-    for (size_t i = layers.size(); i-- > 0;) layers[i]->backward_weight(ctx, stashes[i]);
+    for (size_t i = layers.size(); i-- > 0;) {
+        layers[i]->backward_weight(ctx, stashes[i]);
+        if (done) done->grads_done_from(model.first_param(i));
+    }
 }
 
 size_t stash_bytes(const std::vector<Stash>& stashes) {

@@ -15,17 +15,29 @@ namespace nb {
 // stage with the head, the microbatch's mean loss as a host [1] tensor.
 Tensor stage_forward(const StageModel& model, const LayerContext& ctx, Tensor x, std::vector<Stash>* stashes);
 
+// Told during a backward, after each layer, that the layers from there to the end are done: gradient slots
+// [first_param, layout size) hold what this call adds to them (StageModel::first_param). Lets the caller move
+// those while the earlier layers still compute (the data-parallel sum of a step's last backward).
+class GradsDoneObserver {
+public:
+    virtual ~GradsDoneObserver() = default;
+    virtual void grads_done_from(int first_param) = 0;
+};
+
 // Backward of the stage's layers in reverse from `dy` (d objective / d output: the next stage's input gradient,
 // or loss_gradient() on the stage with the head), accumulating parameter gradients into ctx.grads and freeing
 // each stash as it is consumed. Returns d objective / d input (undefined on the stage with the embedding).
-Tensor stage_backward(const StageModel& model, const LayerContext& ctx, Tensor dy, std::vector<Stash>& stashes);
+Tensor stage_backward(const StageModel& model, const LayerContext& ctx, Tensor dy, std::vector<Stash>& stashes,
+                      GradsDoneObserver* done = nullptr);
 
 // The same backward in two halves (zero-bubble schedules): stage_backward_input runs every layer's B in reverse
 // and returns what stage_backward returns, leaving each layer's weight products in its stash;
 // stage_backward_weight runs them, layer by layer in the same reverse order (so a tied embedding's two parts add
 // in the fused order), and frees the stashes. The gradients come out bit for bit as stage_backward's.
 Tensor stage_backward_input(const StageModel& model, const LayerContext& ctx, Tensor dy, std::vector<Stash>& stashes);
-void stage_backward_weight(const StageModel& model, const LayerContext& ctx, std::vector<Stash>& stashes);
+// Both tell `done` as stage_backward does (B adds no parameter gradient, so it has nothing to tell).
+void stage_backward_weight(const StageModel& model, const LayerContext& ctx, std::vector<Stash>& stashes,
+                           GradsDoneObserver* done = nullptr);
 // Bytes the stashes hold (what a microbatch between its forward and its W keeps alive on the stage).
 size_t stash_bytes(const std::vector<Stash>& stashes);
 

@@ -12,13 +12,22 @@ StageSpec whole_model_spec(const ModelConfig& config) { return {0, config.num_la
 StageModel::StageModel(const ModelConfig& config, const StageSpec& spec) : config_(config), spec_(spec) {
     config_.validate();
     // A tied head on a stage without the embedding keeps its own copy under the embedding's name.
+    auto add = [&](std::unique_ptr<Layer> layer, int first) {
+        layers_.push_back(std::move(layer));
+        layer_first_param_.push_back(first);
+    };
     if (spec.has_embedding || (spec.has_head && config.tie_embeddings)) {
         auto embedding = make_embedding_layer(config_, layout_);
-        if (spec.has_embedding) layers_.push_back(std::move(embedding));
+        if (spec.has_embedding) add(std::move(embedding), 0);
     }
-    for (int64_t i = spec.first_block; i < spec.end_block; ++i)
-        layers_.push_back(make_transformer_block(config_, i, layout_));
-    if (spec.has_head) layers_.push_back(make_output_head(config_, layout_));
+    for (int64_t i = spec.first_block; i < spec.end_block; ++i) {
+        const int first = layout_.size();
+        add(make_transformer_block(config_, i, layout_), first);
+    }
+    if (spec.has_head) {
+        const int first = layout_.size();
+        add(make_output_head(config_, layout_), first);
+    }
 }
 
 // Constant time for a dense model, whose moe_blocks is empty: the partition asks often.

@@ -32,6 +32,10 @@ public:
     const StageSpec& spec() const { return spec_; }
     const ParamLayout& layout() const { return layout_; }
     const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+    // Where layer i's parameters begin in the layout: layer i registered [first_param(i), first_param(i + 1)),
+    // and no layer writes the gradient of a slot before its own but a tied head (onto "embedding.weight", slot 0:
+    // so first_param(0) is 0 even on a stage whose tied head keeps its own copy ahead of its blocks).
+    int first_param(size_t layer) const { return layer == 0 ? 0 : layer_first_param_.at(layer); }
 
     // Deterministic initialisation: each parameter draws from its own stream, seeded by (seed, name), so
     // the values do not depend on how the model is cut into stages.
@@ -44,6 +48,7 @@ private:
     StageSpec spec_;
     ParamLayout layout_;
     std::vector<std::unique_ptr<Layer>> layers_;
+    std::vector<int> layer_first_param_;  // by layer
 };
 
 // The MoE blocks among the stage's blocks.

@@ -39,10 +39,6 @@ void check_stages_match_ranks(const TrainOptions& o, int world_size) {
         throw UsageError(fmt::format("--data-parallel-size {} with --stages {} needs {} MPI ranks (stages x replicas: "
                                      "mpirun -np {}), not {}",
                                      replicas, o.stages, o.stages * replicas, o.stages * replicas, world_size));
-    if (replicas > 1 && o.device == Device::cuda)
-        throw UsageError(fmt::format("--data-parallel-size {} runs on the CPU backend so far: the replicas' gradient "
-                                     "sum over NCCL is not built yet",
-                                     replicas));
     if (replicas == 1 && world_size > 1 && o.stages != world_size)
         throw UsageError(
             fmt::format("--stages {} does not match the {} MPI ranks: under mpirun each rank is one "

@@ -55,7 +55,7 @@ struct PipelineSetup {
 PipelineSetup make_pipeline_setup(const RunPlan& plan, int64_t first_iteration = 0);
 
 // Under mpirun each rank is one stage of one replica: UsageError unless the ranks are --stages x
-// --data-parallel-size (D > 1 needs mpirun and the CPU backend so far), and for the
+// --data-parallel-size (D > 1 needs mpirun), and for the
 // test-only --stall-at-step without mpirun (one stalled stage would stall every stage of the process forever).
 void check_stages_match_ranks(const TrainOptions& options, int world_size);
 

@@ -18,30 +18,34 @@ ReplicaGradSum::ReplicaGradSum(Transport& replicas, int stage, int num_stages, i
       tag_stride_(tag_stride) {}
 
 int64_t ReplicaGradSum::shard_begin(const Bucket& b, int replica) const {
-    return static_cast<int64_t>(b.packed.size()) * replica / num_replicas_;
+    return nb::shard_begin(static_cast<int64_t>(b.packed.size()), replica, num_replicas_);
 }
 
 MessageTag ReplicaGradSum::tag(Channel channel, size_t bucket) const {
     return {channel, (step_ * num_stages_ + stage_) * tag_stride_ + static_cast<int64_t>(bucket)};
 }
 
+Tensor& ReplicaGradSum::slot(int i) const { return (*slots_)[static_cast<size_t>(i)]; }
+
 void ReplicaGradSum::pack(Bucket& b) const {
     size_t n = 0;
-    for (int i = b.first_slot; i < b.end_slot; ++i) n += static_cast<size_t>((*grads_)[i].numel());
+    for (int i = b.first_slot; i < b.end_slot; ++i) n += static_cast<size_t>(slot(i).numel());
     b.packed.resize(n);
     float* at = b.packed.data();
     for (int i = b.first_slot; i < b.end_slot; ++i) {
-        const Tensor& t = (*grads_)[i];
-        std::memcpy(at, t.f32(), t.bytes());
-        at += t.numel();
+        const Tensor host = slot(i).to(Device::cpu);  // the slot itself on the CPU
+        std::memcpy(at, host.f32(), host.bytes());
+        at += host.numel();
     }
 }
 
 void ReplicaGradSum::unpack(const Bucket& b) {
     const float* at = b.packed.data();
     for (int i = b.first_slot; i < b.end_slot; ++i) {
-        Tensor& t = (*grads_)[i];
-        std::memcpy(t.f32(), at, t.bytes());
+        Tensor& t = slot(i);
+        Tensor host = t.device() == Device::cpu ? t : Tensor::empty(t.shape());
+        std::memcpy(host.f32(), at, host.bytes());
+        if (t.device() != Device::cpu) t.copy_from(host);
         at += t.numel();
     }
 }
@@ -71,30 +75,34 @@ void ReplicaGradSum::send_shards(size_t bucket) {
             replicas_.send(r, tag(Channel::replica_grads, bucket), slice(b.packed, shard_begin(b, r), shard_begin(b, r + 1)));
 }
 
-void ReplicaGradSum::start(int64_t step, TensorSet& grads) {
+void ReplicaGradSum::begin(int64_t step, std::vector<Tensor>& slots) {
     if (in_flight())
         throw std::logic_error(fmt::format("replica sum of step {} started while step {}'s is in flight", step, step_));
-    grads_ = &grads;
+    slots_ = &slots;
     step_ = step;
     gathered_ = 0;
     buckets_.clear();
-    // Whole slots in layout order, each bucket up to kBucketBytes (a larger slot is a bucket of its own).
-    for (int i = 0; i < grads.size();) {
+    for (const SlotBucket& s : bucket_slots(slots, kBucketBytes)) {
         Bucket b;
-        b.first_slot = i;
-        size_t bytes = 0;
-        do bytes += grads[i++].bytes();
-        while (i < grads.size() && bytes + grads[i].bytes() <= kBucketBytes);
-        b.end_slot = i;
+        b.first_slot = s.first;
+        b.end_slot = s.end;
         buckets_.push_back(std::move(b));
     }
     if (static_cast<int64_t>(buckets_.size()) > tag_stride_)
         throw std::logic_error(fmt::format("replica sum: {} buckets exceed the tag stride {}", buckets_.size(), tag_stride_));
-    for (size_t k = 0; k < buckets_.size(); ++k) {
-        pack(buckets_[k]);
-        post_shard_receives(k);
-        send_shards(k);
-    }
+    unstarted_ = buckets_.size();
+}
+
+void ReplicaGradSum::slots_done_from(int first) {
+    if (!in_flight()) throw std::logic_error("replica sum: slots done with no sum begun");
+    while (unstarted_ > 0 && buckets_[unstarted_ - 1].first_slot >= first) start_bucket(--unstarted_);
+}
+
+// The bucket's slots are final: packed (a copy: the stage may go on), and its round 1 on its way.
+void ReplicaGradSum::start_bucket(size_t bucket) {
+    pack(buckets_[bucket]);
+    post_shard_receives(bucket);
+    send_shards(bucket);
 }
 
 // Takes every receive of `channel` of the bucket that has arrived; true once all D - 1 are in.
@@ -140,28 +148,37 @@ bool ReplicaGradSum::try_gather(size_t bucket) {
         std::copy(t.f32(), t.f32() + t.numel(), b.packed.begin() + shard_begin(b, r));
     }
     unpack(b);
-    b = Bucket{};  // its memory goes
+    b.packed = {};  // its memory goes
+    b.sums_in.clear();
+    b.gathered = true;
     return true;
 }
 
 bool ReplicaGradSum::try_finish() {
     if (!in_flight()) throw std::logic_error("replica sum: nothing in flight");
-    for (size_t k = gathered_; k < buckets_.size(); ++k) try_reduce(k);  // every bucket's round 1 as it can
-    while (gathered_ < buckets_.size() && buckets_[gathered_].reduced && try_gather(gathered_)) ++gathered_;
+    if (unstarted_ > 0)
+        throw std::logic_error(fmt::format("replica sum of step {}: finishing with {} bucket(s) not started",
+                                           step_, unstarted_));
+    for (size_t k = 0; k < buckets_.size(); ++k)  // every bucket's rounds as far as they can go
+        if (!buckets_[k].gathered && try_reduce(k) && try_gather(k)) ++gathered_;
     if (gathered_ < buckets_.size()) return false;
-    grads_ = nullptr;
+    slots_ = nullptr;
     buckets_.clear();
     return true;
 }
 
 std::string ReplicaGradSum::waits_for() const {
     if (!in_flight()) return "no replica sum";
-    const Bucket& b = buckets_[gathered_];
+    if (unstarted_ > 0)
+        return fmt::format("the replica sum of step {}: {} bucket(s) wait for the backward", step_, unstarted_);
+    size_t k = 0;
+    while (k + 1 < buckets_.size() && buckets_[k].gathered) ++k;
+    const Bucket& b = buckets_[k];
     const auto& in = b.reduced ? b.sums_in : b.shards_in;
     std::vector<int> missing;
     for (int r = 0; r < num_replicas_; ++r)
         if (r != replica_ && (static_cast<size_t>(r) >= in.size() || !in[static_cast<size_t>(r)])) missing.push_back(r);
-    return fmt::format("the replica sum of step {}: bucket {} of {}'s {} from replica{} {}", step_, gathered_,
+    return fmt::format("the replica sum of step {}: bucket {} of {}'s {} from replica{} {}", step_, k,
                        buckets_.size(), b.reduced ? "summed shards" : "shards", missing.size() > 1 ? "s" : "",
                        fmt::join(missing, ", "));
 }

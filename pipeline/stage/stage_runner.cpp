@@ -63,7 +63,8 @@ Tensor take(std::map<int64_t, Tensor>& from, int64_t microbatch, const char* wha
 
 }  // namespace
 
-StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& transport, Ops& ops, Transport* replicas)
+StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& transport, Ops& ops, Transport* replicas,
+                         std::unique_ptr<ReplicaSum> replica_sum)
     : setup_(setup),
       o_(setup.options),
       stage_(stage),
@@ -74,9 +75,10 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
       replicas_(replicas),
       replica_(replicas ? replicas->stage() : 0),
       fault_rank_(replica_ * setup.num_stages() + stage),
-      replica_sum_(replicas ? std::make_unique<ReplicaGradSum>(*replicas, stage, setup.num_stages(),
-                                                               most_tensors(setup))
-                            : nullptr),
+      replica_sum_(!replicas     ? nullptr
+                   : replica_sum ? std::move(replica_sum)
+                                 : std::make_unique<ReplicaGradSum>(*replicas, stage, setup.num_stages(),
+                                                                    most_tensors(setup))),
       shard_plan_(distributed_shards(setup, stage, replicas)),
       state_(shard_plan_.empty() ? StageState(o_, setup.cut[static_cast<size_t>(stage)], ops.device())
                                  : StageState(o_, setup.cut[static_cast<size_t>(stage)], ops.device(),
@@ -298,6 +300,21 @@ void StageRunner::forward(const Action& a) {
         activations_out_.emplace(a.microbatch, std::move(y));
 }
 
+namespace {
+
+// The step's last backward (or W) tells the replica sum, layer by layer, which gradient slots are final, so that
+// each bucket is on its way while the layers before it still compute (Megatron's --overlap-grad-reduce).
+class ReplicaSumFeed final : public GradsDoneObserver {
+public:
+    explicit ReplicaSumFeed(ReplicaSum& sum) : sum_(sum) {}
+    void grads_done_from(int first_param) override { sum_.slots_done_from(first_param); }
+
+private:
+    ReplicaSum& sum_;
+};
+
+}  // namespace
+
 // The fused backward, or with `input_only` B, the input half of a split one (the stash then keeps what W reads,
 // counted as held from now on). Each backward (or W) adds onto the step's gradient sum, so their order is the
 // order of the sum: it must be the oracle's, microbatch order, whatever the schedule.
@@ -317,8 +334,13 @@ void StageRunner::backward(const Action& a, bool input_only) {
     Tensor dy = last_ ? loss_gradient() : take(gradients_in_, a.microbatch, "the output gradient");
     StageMoeObserver moe(meter_, nullptr, a.microbatch, a.version);  // for --trace: the loads were counted forward
     LayerContext ctx{ops_, versions_.at(a.version), &state_.grads, f.batch, &moe};
+    std::optional<ReplicaSumFeed> feed;
+    if (!input_only && replica_sum_ && last_gradient_of_step()) {
+        replica_sum_->begin(a.step, state_.grads.tensors);
+        feed.emplace(*replica_sum_);
+    }
     Tensor dx = input_only ? stage_backward_input(state_.model, ctx, dy, f.stashes)
-                           : stage_backward(state_.model, ctx, dy, f.stashes);
+                           : stage_backward(state_.model, ctx, dy, f.stashes, feed ? &*feed : nullptr);
     versions_.release(a.version);
     meter_.stash_released(f.stash_bytes);
     if (input_only) {
@@ -327,7 +349,7 @@ void StageRunner::backward(const Action& a, bool input_only) {
         meter_.stash_added(f.stash_bytes);
     } else {
         in_flight_.erase(it);
-        gradient_added(a);
+        gradient_added();
     }
     if (!first_) gradients_out_.emplace(a.microbatch, std::move(dx));
 }
@@ -343,16 +365,26 @@ void StageRunner::backward_weight(const Action& a) {
     ++next_weight_;
     InFlight& f = node.mapped();
     LayerContext ctx{ops_, versions_.at(a.version), &state_.grads, f.batch};
-    stage_backward_weight(state_.model, ctx, f.stashes);
+    std::optional<ReplicaSumFeed> feed;
+    if (replica_sum_ && last_gradient_of_step()) {
+        replica_sum_->begin(a.step, state_.grads.tensors);
+        feed.emplace(*replica_sum_);
+    }
+    stage_backward_weight(state_.model, ctx, f.stashes, feed ? &*feed : nullptr);
     versions_.release(a.version);
     meter_.stash_released(f.stash_bytes);
-    gradient_added(a);
+    gradient_added();
 }
 
-// One more microbatch's gradient is in the step's sum. With replicas, the last one starts the sum over them: it
-// runs while the stage goes on with its list up to the step (sends, the next forwards), which waits for it.
-void StageRunner::gradient_added(const Action& a) {
-    if (++accumulated_ == setup_.spec.microbatches_per_step() && replica_sum_) replica_sum_->start(a.step, state_.grads);
+// Whether the backward (or W) about to run adds the step's last gradient: with replicas, it begins the sum over
+// them and feeds it bucket by bucket (ReplicaSumFeed); the sum runs on while the stage goes on with its list up to
+// the step (sends, the next forwards), which waits for it.
+bool StageRunner::last_gradient_of_step() const { return accumulated_ + 1 == setup_.spec.microbatches_per_step(); }
+
+// One more microbatch's gradient is in the step's sum; after the last, every bucket of the replica sum has started
+// (slots_done_from(0) again: a no-op that fails loudly if the sum was never begun).
+void StageRunner::gradient_added() {
+    if (++accumulated_ == setup_.spec.microbatches_per_step() && replica_sum_) replica_sum_->slots_done_from(0);
 }
 
 // The microbatch of the data that this replica's `microbatch` (counted as one replica's: m per iteration) is.

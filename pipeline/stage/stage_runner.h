@@ -71,8 +71,10 @@ class StageRunner {
 public:
     // The stage's plan is setup.plans[stage]. Opens the data (RuntimeError naming the file when it cannot).
     // `setup`, `transport` and `ops` must outlive the runner. `replicas`: with --data-parallel-size D > 1, the
-    // transport among this stage's D replicas (its stage() is this runner's replica), else null.
-    StageRunner(const PipelineSetup& setup, int stage, Transport& transport, Ops& ops, Transport* replicas = nullptr);
+    // transport among this stage's D replicas (its stage() is this runner's replica), else null; `replica_sum`:
+    // how the gradient is summed over them (the NCCL sum on GPUs), null for messages over `replicas`.
+    StageRunner(const PipelineSetup& setup, int stage, Transport& transport, Ops& ops, Transport* replicas = nullptr,
+                std::unique_ptr<ReplicaSum> replica_sum = nullptr);
 
     // Runs the next task if what it needs is there (a receive has arrived; the all-gather of a global clip has
     // completed) and returns true; returns false when it is blocked or done. Receives of the next kLookahead
@@ -126,7 +128,8 @@ private:
     void forward(const Action& a);
     void backward(const Action& a, bool input_only);  // the fused backward, or B of a split one
     void backward_weight(const Action& a);
-    void gradient_added(const Action& a);
+    void gradient_added();
+    bool last_gradient_of_step() const;
     int64_t data_microbatch(int64_t microbatch) const;
     bool merge_replica_reports(StageReport& r);
     bool optimizer_step(const Action& a);
@@ -159,7 +162,7 @@ private:
     Transport* replicas_;
     const int replica_;
     const int fault_rank_;  // what the test-only --*-rank flags name: replica x stages + stage
-    std::unique_ptr<ReplicaGradSum> replica_sum_;
+    std::unique_ptr<ReplicaSum> replica_sum_;
     std::vector<TensorShard> shard_plan_;  // --use-distributed-optimizer: every replica's shards (else empty)
 
     StageState state_;  // the slice of the model, master weights, gradient sum, optimizer state

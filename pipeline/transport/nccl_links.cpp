@@ -34,28 +34,42 @@ int lower_stage_of_pair(int stage, int num_stages, int parity) {
     return lower;
 }
 
-ncclComm_t init_world(int stage, int num_stages) {
+}  // namespace
+
+ncclComm_t init_nccl_world() {
+    int rank = 0, size = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
     ncclUniqueId id{};
-    if (stage == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    if (rank == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
     const int rc = MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD);
     if (rc != MPI_SUCCESS) throw RuntimeError("MPI_Bcast of the NCCL unique id failed");
     ncclComm_t world = nullptr;
-    check_nccl(ncclCommInitRank(&world, num_stages, id, stage), "ncclCommInitRank");
+    check_nccl(ncclCommInitRank(&world, size, id, rank), "ncclCommInitRank");
     return world;
 }
 
-}  // namespace
+NcclLinks::NcclLinks(int stage, int num_stages) {
+    ncclComm_t world = init_nccl_world();
+    split_from(world, stage, num_stages, 0);
+    check_nccl(ncclCommDestroy(world), "ncclCommDestroy");
+}
+
+NcclLinks::NcclLinks(ncclComm_t world, int stage, int num_stages, int replica) {
+    split_from(world, stage, num_stages, replica);
+}
 
 // A failure half way leaves what was made as it is: the driver then ends the job (src/run/mpi_driver.cpp), and
 // destroying communicators could wait for ranks that are still inside an NCCL call and never come.
-NcclLinks::NcclLinks(int stage, int num_stages) {
-    ncclComm_t world = init_world(stage, num_stages);
+// A pair's colour is its lower stage's world rank (replica x stages + stage), so the pairs of different
+// replicas' pipelines never meet.
+void NcclLinks::split_from(ncclComm_t world, int stage, int num_stages, int replica) {
     for (Direction direction : {Direction::forward, Direction::backward}) {
         for (int parity : {0, 1}) {
             const int lower = lower_stage_of_pair(stage, num_stages, parity);
             ncclComm_t comm = nullptr;
-            check_nccl(ncclCommSplit(world, lower >= 0 ? lower : NCCL_SPLIT_NOCOLOR, stage, &comm, nullptr),
-                       "ncclCommSplit");
+            const int color = lower >= 0 ? replica * num_stages + lower : NCCL_SPLIT_NOCOLOR;
+            check_nccl(ncclCommSplit(world, color, stage, &comm, nullptr), "ncclCommSplit");
             if (lower < 0) continue;
             NcclLink link;
             link.comm = comm;
@@ -72,7 +86,6 @@ NcclLinks::NcclLinks(int stage, int num_stages) {
             links_.push_back(link);
         }
     }
-    check_nccl(ncclCommDestroy(world), "ncclCommDestroy");
     connect();
 }
 

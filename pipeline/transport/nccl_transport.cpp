@@ -19,6 +19,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
 #include "src/core/error.h"
+#include "pipeline/transport/nccl_event.h"
 #include "pipeline/transport/nccl_links.h"
 
 namespace nb {
@@ -38,53 +39,10 @@ bool is_device_channel(Channel channel) {
     return channel == Channel::activation || channel == Channel::gradient || channel == Channel::eval_activation;
 }
 
-// A CUDA event that is destroyed with its owner. Timing is disabled: only order and completion are asked of it.
-// Destroying an event that is still pending, or that a stream still waits for, is allowed (CUDA releases it
-// when the device is done with it).
-class Event {
-public:
-    Event() = default;
-    static Event recorded_on(cudaStream_t stream) {
-        Event e;
-        CUDA_CHECK(cudaEventCreateWithFlags(&e.event_, cudaEventDisableTiming));
-        CUDA_CHECK(cudaEventRecord(e.event_, stream));
-        return e;
-    }
-    Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
-    Event& operator=(Event&& other) noexcept {
-        if (this != &other) {
-            reset();
-            event_ = std::exchange(other.event_, nullptr);
-        }
-        return *this;
-    }
-    Event(const Event&) = delete;
-    Event& operator=(const Event&) = delete;
-    ~Event() { reset(); }
-
-    // Makes `stream` wait (on the device) for the work this event was recorded after.
-    void order_before(cudaStream_t stream) const { CUDA_CHECK(cudaStreamWaitEvent(stream, event_, 0)); }
-    // True once that work has completed; RuntimeError for a device error.
-    bool completed() const {
-        const cudaError_t err = cudaEventQuery(event_);
-        if (err == cudaErrorNotReady) return false;
-        CUDA_CHECK(err);
-        return true;
-    }
-    void wait() const { CUDA_CHECK(cudaEventSynchronize(event_)); }
-
-private:
-    void reset() noexcept {
-        if (event_) cudaEventDestroy(event_);
-        event_ = nullptr;
-    }
-    cudaEvent_t event_ = nullptr;
-};
-
 // A device tensor NCCL is reading, kept alive until it is done.
 struct SentTensor {
     Tensor tensor;
-    Event sent;  // on the link's stream, after the ncclSend
+    CudaEvent sent;  // on the link's stream, after the ncclSend
 };
 
 // This stage -> a neighbour.
@@ -108,15 +66,15 @@ struct DeviceRecv {
     bool issued = false;        // its announcement came and its ncclRecv is issued
     bool seen_landed = false;   // wait_for_progress has reported it landed
     Tensor buffer;              // the posted shape; until posted, 1-D of the announced size
-    Event buffer_free;          // compute stream, right after `buffer` was allocated (until the ncclRecv waits)
-    Event landed;               // link stream, after the ncclRecv
+    CudaEvent buffer_free;          // compute stream, right after `buffer` was allocated (until the ncclRecv waits)
+    CudaEvent landed;               // link stream, after the ncclRecv
 };
 
 class NcclTransport final : public Transport {
 public:
-    NcclTransport(std::unique_ptr<Transport> inner, cuda::CudaContext& gpu)
-        : inner_(std::move(inner)), compute_(gpu.stream), links_(make_links(*inner_, gpu.device)) {
-        for (NcclLink& link : links_.all()) {
+    NcclTransport(std::unique_ptr<Transport> inner, cuda::CudaContext& gpu, std::unique_ptr<NcclLinks> links)
+        : inner_(std::move(inner)), compute_(gpu.stream), links_(std::move(links)) {
+        for (NcclLink& link : links_->all()) {
             if (link.outgoing)
                 out_[link.peer].wire = &link;
             else
@@ -127,7 +85,7 @@ public:
     ~NcclTransport() override {
         // After finish() nothing is in flight. After a failure (the job is ending) wait anyway, so that no
         // buffer goes back to the allocator while NCCL may still use it.
-        for (NcclLink& link : links_.all())
+        for (NcclLink& link : links_->all())
             if (link.stream) cudaStreamSynchronize(link.stream);
         cudaGetLastError();
     }
@@ -154,9 +112,9 @@ public:
                             {static_cast<double>(tag.channel), static_cast<double>(tag.index),
                              static_cast<double>(t.bytes()), static_cast<double>(t.dtype())});
         const NcclLink& wire = *link->wire;
-        Event::recorded_on(compute_).order_before(wire.stream);  // the tensor was produced on the compute stream
+        CudaEvent::recorded_on(compute_).order_before(wire.stream);  // the tensor was produced on the compute stream
         check_nccl(ncclSend(t.data(), t.bytes(), ncclUint8, wire.peer_rank, wire.comm, wire.stream), "ncclSend");
-        link->in_flight.push_back({std::move(t), Event::recorded_on(wire.stream)});
+        link->in_flight.push_back({std::move(t), CudaEvent::recorded_on(wire.stream)});
     }
 
     void post_recv(int from, MessageTag tag, const Shape& shape, DType dtype) override {
@@ -176,7 +134,7 @@ public:
             return;
         }
         r.buffer = Tensor::empty(shape, dtype, Device::cuda);
-        r.buffer_free = Event::recorded_on(compute_);
+        r.buffer_free = CudaEvent::recorded_on(compute_);
         ++link->unannounced;
         listen(*link);
     }
@@ -257,18 +215,13 @@ public:
     }
 
     [[noreturn]] void abort(int exit_code) override {
-        links_.abort_briefly(kNcclAbortWaitMs);
+        links_->abort_briefly(kNcclAbortWaitMs);
         inner_->abort(exit_code);
         std::_Exit(exit_code);  // not reached: the inner abort ends the job (this only satisfies [[noreturn]])
     }
 
 private:
     using RecvKey = std::pair<int, MessageTag>;  // from, tag
-
-    static NcclLinks make_links(Transport& inner, int device) {
-        CUDA_CHECK(cudaSetDevice(device));  // the backend's GPU: NCCL binds its communicators to the current one
-        return NcclLinks(inner.stage(), inner.num_stages());
-    }
 
     // Channel::announce is this transport's own: the runtime must not use it.
     static void require_runtime_channel(MessageTag tag) {
@@ -345,13 +298,13 @@ private:
                 throw std::logic_error(fmt::format("{} from stage {} announces {} bytes of {}", describe(tag), from,
                                                    bytes, dtype_name(dtype)));
             r.buffer = Tensor::empty({static_cast<int64_t>(bytes / dtype_bytes(dtype))}, dtype, Device::cuda);
-            r.buffer_free = Event::recorded_on(compute_);
+            r.buffer_free = CudaEvent::recorded_on(compute_);
         }
         const NcclLink& wire = *link.wire;
         r.buffer_free.order_before(wire.stream);  // the allocator's block is free once compute has passed here
-        r.buffer_free = Event();                  // the wait is queued: the event may go
+        r.buffer_free = CudaEvent();                  // the wait is queued: the event may go
         check_nccl(ncclRecv(r.buffer.data(), bytes, ncclUint8, wire.peer_rank, wire.comm, wire.stream), "ncclRecv");
-        r.landed = Event::recorded_on(wire.stream);
+        r.landed = CudaEvent::recorded_on(wire.stream);
         r.issued = true;
     }
 
@@ -363,7 +316,7 @@ private:
 
     // A failure NCCL found on its own (a peer or the network gone) while we wait for a transfer.
     void check_async_errors() {
-        for (NcclLink& link : links_.all()) {
+        for (NcclLink& link : links_->all()) {
             ncclResult_t state = ncclSuccess;
             check_nccl(ncclCommGetAsyncError(link.comm, &state), "ncclCommGetAsyncError");
             if (state != ncclSuccess && state != ncclInProgress)
@@ -374,7 +327,7 @@ private:
 
     std::unique_ptr<Transport> inner_;
     cudaStream_t compute_;
-    NcclLinks links_;
+    std::unique_ptr<NcclLinks> links_;
     std::map<int, OutLink> out_;  // by peer: the neighbours only
     std::map<int, InLink> in_;
     std::map<RecvKey, DeviceRecv> recvs_;
@@ -382,10 +335,22 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Transport> make_nccl_transport(std::unique_ptr<Transport> inner, Ops& ops) {
+static cuda::CudaContext& cuda_context_of(Ops& ops) {
     auto* gpu = dynamic_cast<cuda::CudaOps*>(&ops);
-    if (!gpu) throw std::logic_error("the NCCL transport needs the CUDA backend (--device cuda)");
-    return std::make_unique<NcclTransport>(std::move(inner), gpu->context());
+    if (!gpu) throw std::logic_error("NCCL needs the CUDA backend (--device cuda)");
+    return gpu->context();
+}
+
+std::unique_ptr<Transport> make_nccl_transport(std::unique_ptr<Transport> inner, Ops& ops) {
+    cuda::CudaContext& gpu = cuda_context_of(ops);
+    CUDA_CHECK(cudaSetDevice(gpu.device));  // the backend's GPU: NCCL binds its communicators to the current one
+    auto links = std::make_unique<NcclLinks>(inner->stage(), inner->num_stages());
+    return std::make_unique<NcclTransport>(std::move(inner), gpu, std::move(links));
+}
+
+std::unique_ptr<Transport> make_nccl_transport(std::unique_ptr<Transport> inner, Ops& ops,
+                                               std::unique_ptr<NcclLinks> links) {
+    return std::make_unique<NcclTransport>(std::move(inner), cuda_context_of(ops), std::move(links));
 }
 
 }  // namespace nb

@@ -99,5 +99,10 @@ namespace nb {
 // MPI_COMM_WORLD: every rank calls it at the same point, after every rank has started its GPU (a rank that
 // failed to would leave the others waiting inside NCCL). RuntimeError naming the failed call.
 std::unique_ptr<Transport> make_nccl_transport(std::unique_ptr<Transport> inner, Ops& ops);
+// The same over links already made (data parallelism: every replica's pipeline split from one NCCL world with
+// the replica groups, pipeline/transport/nccl_replica_sum.h); `inner` is the rank's pipeline transport.
+class NcclLinks;
+std::unique_ptr<Transport> make_nccl_transport(std::unique_ptr<Transport> inner, Ops& ops,
+                                               std::unique_ptr<NcclLinks> links);
 
 }  // namespace nb

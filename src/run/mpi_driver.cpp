@@ -16,7 +16,9 @@
 #include "src/cpu/cpu_threads.h"
 #include "pipeline/transport/chunk_transport.h"
 #include "pipeline/transport/mpi_transport.h"
+#include "pipeline/transport/host_staged_transport.h"
 #ifdef NOBUBBLE_HAVE_CUDA
+#include "pipeline/transport/nccl_replica_sum.h"
 #include "pipeline/transport/nccl_transport.h"
 #endif
 #include "src/run/pipeline_driver.h"
@@ -131,11 +133,24 @@ StageClock::Clock::time_point common_origin() {
 }
 
 // This rank's transports: its pipeline's (stage = the rank's stage in its replica) and, with D > 1 replicas,
-// its stage's replicas' (stage = the replica), laid out by RankLayout (src/plan/rank_layout.h).
+// its stage's replicas' (stage = the replica), laid out by RankLayout (src/plan/rank_layout.h). On GPUs with
+// D > 1, also the NCCL communicators of the stage's replicas (one per chunk), over which the gradient is summed.
 struct RankTransports {
     RankLayout layout;
     std::unique_ptr<Transport> pipeline;
     std::unique_ptr<Transport> replicas;  // D > 1 only
+#ifdef NOBUBBLE_HAVE_CUDA
+    std::vector<std::unique_ptr<NcclReplicaGroup>> replica_groups;  // --device cuda with D > 1 only, by chunk
+#endif
+
+    // How chunk `chunk` sums its gradient over the replicas: null for messages over `replicas` (the CPU).
+    std::unique_ptr<ReplicaSum> replica_sum(int chunk, Ops& ops) {
+#ifdef NOBUBBLE_HAVE_CUDA
+        if (!replica_groups.empty()) return make_nccl_replica_sum(*replica_groups.at(static_cast<size_t>(chunk)), ops);
+#endif
+        (void)chunk, (void)ops;
+        return nullptr;
+    }
 
     // Blocks until either may have progressed, or for at most `limit`. Both are polled in short turns: what one
     // waits on, the other does not see (MPI's progress engine turns for both whichever is polled).
@@ -190,7 +205,8 @@ RankStage set_up(const PipelineSetup& setup, const ResumePoint* resume, RankTran
         }
         for (int c = 0; c < chunks; ++c) {
             Transport& t = transport_of(rs, transport, c);
-            rs.runners.push_back(std::make_unique<StageRunner>(setup, t.stage(), t, *ops, transports.replicas.get()));
+            rs.runners.push_back(std::make_unique<StageRunner>(setup, t.stage(), t, *ops, transports.replicas.get(),
+                                                               transports.replica_sum(c, *ops)));
             if (rs.turns) rs.runners.back()->follow_turns(*rs.turns);
             prepare_runner(*rs.runners.back(), setup, resume);
         }
@@ -213,25 +229,41 @@ std::unique_ptr<Ops> start_gpus(const PipelineSetup& setup, const RankLayout& la
     return ops;
 }
 
-// The NCCL transport over this rank's MPI transport. A failure in NCCL's set-up (after every GPU started)
-// may leave the other ranks inside NCCL, so it ends the job. The MPI transport went with the failed
-// construction; MPI_Abort reaches every rank without it.
-std::unique_ptr<Transport> over_nccl(std::unique_ptr<Transport> mpi, Ops& gpu, const RankLayout& layout,
-                                     std::FILE* log) {
+// A failure in NCCL's set-up (after every GPU started) may leave the other ranks inside NCCL, so it ends the
+// job: MPI_Abort reaches every rank without the transports that went with the failed construction.
+template <typename Make>
+auto or_end_the_job(const RankLayout& layout, std::FILE* log, Make&& make) {
     try {
-        return make_nccl_transport(std::move(mpi), gpu);
+        return make();
     } catch (const std::exception& e) {
         print_rank_error(layout, e, log);
         MPI_Abort(MPI_COMM_WORLD, kExitRuntime);
         std::_Exit(kExitRuntime);  // MPI_Abort does not return
     }
 }
+
+// --device cuda: the pipeline over NCCL and, with D > 1, the replicas' NCCL groups split from the same NCCL
+// world (pipeline/transport/nccl_replica_sum.h); the replicas' other messages go through the host.
+void over_nccl(const PipelineSetup& setup, RankTransports& t, Ops& gpu, std::FILE* log) {
+    const int rank = mpi_world_rank();
+    if (t.layout.replicas == 1) {
+        t.pipeline = or_end_the_job(t.layout, log, [&] { return make_nccl_transport(std::move(t.pipeline), gpu); });
+        return;
+    }
+    NcclJobComms comms = or_end_the_job(t.layout, log, [&] {
+        return make_nccl_job_comms(gpu, t.layout.stage_of(rank), t.layout.pipeline_ranks, t.layout.replica_of(rank),
+                                   t.layout.replicas, setup.chunks_per_rank());
+    });
+    t.pipeline = or_end_the_job(
+        t.layout, log, [&] { return make_nccl_transport(std::move(t.pipeline), gpu, std::move(comms.links)); });
+    t.replica_groups = std::move(comms.groups);
+    t.replicas = make_host_staged_transport(std::move(t.replicas), Device::cuda);
+}
 #endif
 
 // How this run's stages talk: MPI moves host tensors (the CPU backend); on GPUs, NCCL moves the device
 // tensors between neighbours and MPI the rest. Starts the GPU backend into `ops` where NCCL needs it first.
-// With D > 1 replicas (the CPU backend so far: check_stages_match_ranks), the job's ranks split into D
-// pipelines and, across them, P replica groups.
+// With D > 1 replicas the job's ranks split into D pipelines and, across them, P replica groups.
 RankTransports make_transports(const PipelineSetup& setup, std::unique_ptr<Ops>& ops, std::FILE* log) {
     RankTransports t;
     t.layout = {setup.num_ranks(), setup.options.data_parallel_size};
@@ -239,13 +271,13 @@ RankTransports make_transports(const PipelineSetup& setup, std::unique_ptr<Ops>&
     if (t.layout.replicas > 1) {
         t.pipeline = make_mpi_transport_of_color(t.layout.replica_of(rank));
         t.replicas = make_mpi_transport_of_color(t.layout.stage_of(rank));
-        return t;
+    } else {
+        t.pipeline = make_mpi_transport();
     }
-    t.pipeline = make_mpi_transport();
     if (setup.options.device != Device::cuda) return t;
 #ifdef NOBUBBLE_HAVE_CUDA
     ops = start_gpus(setup, t.layout);
-    t.pipeline = over_nccl(std::move(t.pipeline), *ops, t.layout, log);
+    over_nccl(setup, t, *ops, log);
 #else
     (void)ops, (void)log;  // set_up's make_ops reports that this nobubble has no CUDA, on every rank alike
 #endif

@@ -197,3 +197,60 @@ TEST_CASE("split backward: B twice on one stash is refused") {
     stage_backward_input(model, ctx, r.dy, stashes);
     CHECK_THROWS_AS(model.layers()[0]->backward_input(ctx, r.dy, stashes[0]), std::logic_error);
 }
+
+namespace {
+
+// Copies the slots a backward says are done, when it says so (what a bucket of the replica sum would take then).
+struct DoneSnapshots final : GradsDoneObserver {
+    const TensorSet* grads = nullptr;
+    std::vector<int> firsts;
+    std::vector<TensorSet> taken;  // taken[k]: the slots [firsts[k], n) at that call
+    void grads_done_from(int first_param) override {
+        firsts.push_back(first_param);
+        TensorSet s;
+        for (int i = first_param; i < grads->size(); ++i) s.tensors.push_back((*grads)[i].clone());
+        taken.push_back(std::move(s));
+    }
+};
+
+// Every snapshot equals the final gradient, the calls name ever smaller slots, one per layer, the last 0.
+void check_snapshots(const DoneSnapshots& d, const StageModel& model, const TensorSet& final_grads) {
+    REQUIRE(d.firsts.size() == model.layers().size());
+    CHECK(d.firsts.back() == 0);
+    for (size_t k = 0; k < d.firsts.size(); ++k) {
+        if (k > 0) CHECK(d.firsts[k] <= d.firsts[k - 1]);
+        for (int i = d.firsts[k]; i < final_grads.size(); ++i)
+            CHECK_MESSAGE(same_bits(d.taken[k][i - d.firsts[k]], final_grads[i]), model.layout()[i].name);
+    }
+}
+
+}  // namespace
+
+// The data-parallel sum starts a bucket once the backward says its slots are done (pipeline/transport/replica_sum.h):
+// what the observer is told must be true, fused and split, on every kind of stage (a tied head adds onto slot 0).
+TEST_CASE("backward: the slots it says are done hold their final gradient") {
+    CpuOps ops;
+    for (const Case& k : cases()) {
+        CAPTURE(k.name);
+        const StageModel model(k.config, k.spec);
+        const ParamLayout& layout = model.layout();
+        std::mt19937 rng(5);
+        const Run r = make_run(model, rng);
+        const Tensor x = input_of(model, r, rng);
+        for (bool split : {false, true}) {
+            TensorSet grads = random_set(layout, rng);
+            const LayerContext ctx{ops, r.weights, &grads, r.batch};
+            std::vector<Stash> stashes;
+            stage_forward(model, ctx, x, &stashes);
+            DoneSnapshots done;
+            done.grads = &grads;
+            if (split) {
+                stage_backward_input(model, ctx, r.dy, stashes);
+                stage_backward_weight(model, ctx, stashes, &done);
+            } else {
+                stage_backward(model, ctx, r.dy, stashes, &done);
+            }
+            check_snapshots(done, model, grads);
+        }
+    }
+}
