@@ -3,11 +3,13 @@
 # run/slurm/compare.sbatch runs inside an allocation, here under plain mpirun (or any launcher).
 #
 # Two kinds of grid point, one CSV row each (OUT/grid.csv, columns below):
-#   bench  `nobubble bench schedules` for one schedule x stages P x microbatches m: tokens/s, measured bubble,
+#   bench  `nobubble bench schedules` for one schedule x stages P x microbatches m (x replicas D: P x D ranks,
+#          each stage's gradient summed over its D replicas, and the share of time waiting on that sum): tokens/s, measured bubble,
 #          peak activation memory, with the analytic bubble of a flushing schedule (P-1)/(m+P-1) and `nobubble
 #          schedule`'s simulated one beside it (forward 1, backward 2, SIM_STEPS iterations: the bubble of the
 #          schedule's shape, not of this machine)
-#   train  a real `nobubble train` run (schedule:optimizer[:delay-fix] at TRAIN_STAGES x TRAIN_MICROBATCHES) with
+#   train  a real `nobubble train` run (schedule:optimizer[:delay-fix] at TRAIN_STAGES x TRAIN_MICROBATCHES, with
+#          TRAIN_REPLICAS pipeline replicas) with
 #          metrics and trace: median tokens/s and bubble over its steps, final validation loss, final weights hash
 # then run/report.py turns OUT into charts and OUT/report/index.html, and prints the table.
 #
@@ -71,11 +73,13 @@ MICRO_BATCH_SIZE=${MICRO_BATCH_SIZE:-$d_mbs}            # sequences per microbat
 SEED=${SEED:-1234}                                      # weights, data order: the same at every point
 BENCH_SCHEDULES=${BENCH_SCHEDULES-$d_bench_schedules}   # bench points: schedules ...
 BENCH_STAGES=${BENCH_STAGES-$d_bench_stages}            # ... x stages P ...
-BENCH_MICROBATCHES=${BENCH_MICROBATCHES-$d_bench_microbatches}  # ... x microbatches m: a number, P or kP (2P: twice P)
+BENCH_MICROBATCHES=${BENCH_MICROBATCHES-$d_bench_microbatches}  # ... x microbatches m: a number, P or kP (2P: twice P) ...
+BENCH_REPLICAS=${BENCH_REPLICAS:-1}                     # ... x replicas D (--data-parallel-size; P x D ranks)
 BENCH_ARGS=${BENCH_ARGS-$d_bench_args}                  # more flags of bench schedules
 TRAIN_RUNS=${TRAIN_RUNS-$d_train_runs}                  # train points: schedule:optimizer[:delay-fix] ...
 TRAIN_STAGES=${TRAIN_STAGES:-$d_train_stages}           # ... all at these P ...
-TRAIN_MICROBATCHES=${TRAIN_MICROBATCHES:-$d_train_microbatches}  # ... and m
+TRAIN_MICROBATCHES=${TRAIN_MICROBATCHES:-$d_train_microbatches}  # ... and m ...
+TRAIN_REPLICAS=${TRAIN_REPLICAS:-1}                     # ... and D replicas (P x D ranks)
 TRAIN_ARGS=${TRAIN_ARGS-$d_train_args}                  # more flags of nobubble train
 LR_adamw=${LR_adamw:-3e-3}                              # peak lrs: the delay sweep's sync-tuned values
 LR_muon=${LR_muon:-2e-2}
@@ -100,11 +104,11 @@ read -ra launch <<<"$LAUNCH"
 read -ra model <<<"$MODEL_ARGS"
 
 csv="$out/grid.csv"
-echo "kind,name,schedule,stages,microbatches,micro_batch_size,optimizer,delay_fix,status,reason,tokens_per_s,ms_per_iter,bubble_pct,bubble_analytic_pct,bubble_simulated_pct,peak_act_mib,tokens_per_step,final_val_loss,weights_sha256,metrics,trace" >"$csv"
+echo "kind,name,schedule,stages,replicas,microbatches,micro_batch_size,optimizer,delay_fix,status,reason,tokens_per_s,ms_per_iter,bubble_pct,bubble_analytic_pct,bubble_simulated_pct,peak_act_mib,tokens_per_step,final_val_loss,weights_sha256,metrics,trace,replica_wait_pct" >"$csv"
 say() { echo "compare: $*"; }
 start=$SECONDS
 failed=0
-say "grid $grid into $out (launcher: $LAUNCH <P>)"
+say "grid $grid into $out (launcher: $LAUNCH <ranks: P x D>)"
 
 # microbatches_at SPEC P: a number stays, P is P, kP is k x P.
 microbatches_at() {
@@ -117,9 +121,10 @@ microbatches_at() {
 # simulated SCHEDULE P M: `nobubble schedule`'s bubble in percent over SIM_STEPS iterations (2bw and pipedream
 # fill and drain once in them, 1f1b and gpipe every iteration); fails with its error line when the point is
 # not a valid schedule (unknown name, 2bw with m < P, ...), which is how a point is checked before it runs.
-# runnable SCHEDULE P M: `nobubble schedule`'s bubble in percent, or why the point cannot run.
+# runnable SCHEDULE P M: `nobubble schedule`'s bubble in percent, or why the point cannot run (its P x d ranks).
 runnable() {
-  if [ -n "$MAX_RANKS" ] && [ "$2" -gt "$MAX_RANKS" ]; then echo "needs $2 ranks but the allocation has $MAX_RANKS"; return 1; fi
+  local ranks=$(($2 * d))
+  if [ -n "$MAX_RANKS" ] && [ "$ranks" -gt "$MAX_RANKS" ]; then echo "needs $ranks ranks but the allocation has $MAX_RANKS"; return 1; fi
   local layers
   layers=$(sed -n 's/.*--num-layers \([0-9]*\).*/\1/p' <<<"${model[*]}")
   if [ "$1" = zb-v ] && [ -n "$layers" ] && [ $((2 * $2)) -gt "$layers" ]; then
@@ -139,11 +144,12 @@ analytic() {
   awk -v s="$1" -v p="$2" -v m="$3" 'BEGIN { d = s == "zb-h1" ? 3 * m : s == "zb-v" ? 6 * m : m
     printf "%.2f", 100 * (p - 1) / (d + p - 1) }'
 }
-# row KIND NAME SCHEDULE P M OPT FIX STATUS REASON [FIGURES...]: one CSV line in the header's column order, the
-# columns it does not give left empty (no field holds a comma: a reason has its commas replaced).
+# row KIND NAME SCHEDULE P M OPT FIX STATUS REASON [FIGURES...]: one CSV line in the header's column order (the
+# point's replicas: $d), the columns it does not give left empty (no field holds a comma: a reason has its commas
+# replaced).
 columns=$(head -n 1 "$csv" | tr ',' '\n' | wc -l)
 row() {
-  local fields=("$1" "$2" "$3" "$4" "$5" "$MICRO_BATCH_SIZE" "$6" "$7" "$8" "$(tr ',\n' '; ' <<<"$9" | sed 's/ *$//')" "${@:10}")
+  local fields=("$1" "$2" "$3" "$4" "$d" "$5" "$MICRO_BATCH_SIZE" "$6" "$7" "$8" "$(tr ',\n' '; ' <<<"$9" | sed 's/ *$//')" "${@:10}")
   while [ "${#fields[@]}" -lt "$columns" ]; do fields+=(""); done
   local IFS=,
   echo "${fields[*]}" >>"$csv"
@@ -168,28 +174,37 @@ batch_flags() {
   else echo "--micro-batch-size $MICRO_BATCH_SIZE --num-microbatches $2"; fi
 }
 
+# replicas_suffix: a point's name ends in _dD when it has D > 1 replicas.
+replicas_suffix() { [ "$d" = 1 ] || echo "_d$d"; }
+
 # ---- bench points ----
 for schedule in $BENCH_SCHEDULES; do
   for p in $BENCH_STAGES; do
     for spec in $BENCH_MICROBATCHES; do
-      m=$(microbatches_at "$spec" "$p")
-      name="${schedule}_p${p}_m${m}"
-      sim=$(runnable "$schedule" "$p" "$m") || { skip bench "$name" "$schedule" "$p" "$m" "" "" "$sim"; continue; }
-      log="$out/bench/$name.log"
-      # bench schedules runs pipedream as one microbatch of m x B itself: it takes m and B as for the others
-      # shellcheck disable=SC2086
-      if timeout -k 10 "$POINT_TIMEOUT_S" "${launch[@]}" "$p" "$NOBUBBLE" bench schedules --device "$DEVICE" "${model[@]}" \
-           --data "$DATA" --seed "$SEED" --stages "$p" --micro-batch-size "$MICRO_BATCH_SIZE" --num-microbatches "$m" \
-           --schedules "$schedule" $BENCH_ARGS --out "$out/bench/$name" >"$log" 2>&1; then
-        # schedule,num_microbatches,micro_batch_size,tokens_per_s,ms_per_iter,bubble_pct,act_mib_stage0..,final_loss
-        IFS=, read -ra b < <(sed -n 2p "$out/bench/$name.csv")
-        peak=$(printf '%s\n' "${b[@]:6:$p}" | sort -g | tail -n 1)
-        ideal=$(analytic "$schedule" "$p" "$m")
-        row bench "$name" "$schedule" "$p" "$m" "" "" ok "" "${b[3]}" "${b[4]}" "${b[5]}" "$ideal" "$sim" "$peak"
-        say "bench $name: ${b[3]} tokens/s, bubble ${b[5]}% (analytic $ideal%, simulated $sim%)"
-      else
-        point_failed bench "$name" "$schedule" "$p" "$m" "" "" "$log"
-      fi
+      for d in $BENCH_REPLICAS; do
+        m=$(microbatches_at "$spec" "$p")
+        name="${schedule}_p${p}_m${m}$(replicas_suffix)"
+        sim=$(runnable "$schedule" "$p" "$m") || { skip bench "$name" "$schedule" "$p" "$m" "" "" "$sim"; continue; }
+        log="$out/bench/$name.log"
+        # bench schedules runs pipedream as one microbatch of m x B itself: it takes m and B as for the others
+        # shellcheck disable=SC2086
+        if timeout -k 10 "$POINT_TIMEOUT_S" "${launch[@]}" "$((p * d))" "$NOBUBBLE" bench schedules --device "$DEVICE" \
+             "${model[@]}" --data "$DATA" --seed "$SEED" --stages "$p" --data-parallel-size "$d" \
+             --micro-batch-size "$MICRO_BATCH_SIZE" --num-microbatches "$m" --schedules "$schedule" $BENCH_ARGS \
+             --out "$out/bench/$name" >"$log" 2>&1; then
+          # schedule,num_microbatches,micro_batch_size,tokens_per_s,ms_per_iter,bubble_pct,act_mib_stage0..,
+          # final_loss,sim_bubble_pct,replica_wait_pct
+          IFS=, read -ra b < <(sed -n 2p "$out/bench/$name.csv")
+          peak=$(printf '%s\n' "${b[@]:6:$p}" | sort -g | tail -n 1)
+          ideal=$(analytic "$schedule" "$p" "$m")
+          row bench "$name" "$schedule" "$p" "$m" "" "" ok "" "${b[3]}" "${b[4]}" "${b[5]}" "$ideal" "$sim" "$peak" \
+            "" "" "" "" "" "${b[-1]}"
+          say "bench $name: ${b[3]} tokens/s, bubble ${b[5]}% (analytic $ideal%, simulated $sim%)$([ "$d" = 1 ] \
+            || echo ", replica wait ${b[-1]}%")"
+        else
+          point_failed bench "$name" "$schedule" "$p" "$m" "" "" "$log"
+        fi
+      done
     done
   done
 done
@@ -197,10 +212,11 @@ done
 # ---- train points ----
 p=$TRAIN_STAGES
 m=$TRAIN_MICROBATCHES
+d=$TRAIN_REPLICAS
 for spec in $TRAIN_RUNS; do
   IFS=: read -r schedule optimizer fix <<<"$spec"
   fix=${fix:-none}
-  name="${schedule}_${optimizer}$([ "$fix" = none ] || echo "_$fix")_p${p}_m${m}"
+  name="${schedule}_${optimizer}$([ "$fix" = none ] || echo "_$fix")_p${p}_m${m}$(replicas_suffix)"
   lr_var="LR_$optimizer"
   if ! sim=$(runnable "$schedule" "$p" "$m"); then skip train "$name" "$schedule" "$p" "$m" "$optimizer" "$fix" "$sim"; continue; fi
   if [ -z "${!lr_var:-}" ]; then
@@ -213,8 +229,8 @@ for spec in $TRAIN_RUNS; do
   extra=()
   [ "$optimizer" = muon ] && extra=(--adam-lr 3e-3)  # Muon's AdamW for embeddings, head and gains, as in the sweep
   # shellcheck disable=SC2046,SC2086
-  if timeout -k 10 "$POINT_TIMEOUT_S" "${launch[@]}" "$p" "$NOBUBBLE" train --device "$DEVICE" "${model[@]}" \
-       --data "$DATA" --seed "$SEED" --stages "$p" $(batch_flags "$schedule" "$m") --schedule "$schedule" \
+  if timeout -k 10 "$POINT_TIMEOUT_S" "${launch[@]}" "$((p * d))" "$NOBUBBLE" train --device "$DEVICE" "${model[@]}" \
+       --data "$DATA" --seed "$SEED" --stages "$p" --data-parallel-size "$d" $(batch_flags "$schedule" "$m") --schedule "$schedule" \
        --optimizer "$optimizer" --lr "$lr" --min-lr "$(awk -v l="$lr" 'BEGIN { print l / 10 }')" "${extra[@]}" \
        --delay-fix "$fix" --lr-decay-style cosine --clip-grad 1.0 $TRAIN_ARGS \
        --metrics "$dir/metrics.jsonl" --trace "$dir/trace.json" >"$dir/train.log" 2>&1; then

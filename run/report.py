@@ -56,6 +56,8 @@ def read_grid(run_dir):
                     "peak_act_mib", "tokens_per_step", "final_val_loss"):
             r[key] = number(r.get(key))
         r["stages"] = int(r["stages"])
+        r["replicas"] = int(r.get("replicas") or 1)  # grids from before the D axis have none
+        r["replica_wait_pct"] = number(r.get("replica_wait_pct"))
         r["microbatches"] = int(r["microbatches"])
     return rows
 
@@ -64,6 +66,12 @@ def label(r):
     """What a train point is called in the charts: schedule, optimizer, mitigation."""
     text = f'{r["schedule"]} {r["optimizer"]}'
     return text + (f' + {r["delay_fix"]}' if r["delay_fix"] not in ("", "none") else "")
+
+
+def shape(r):
+    """A point's pipeline: "P=2 m=4", with D pipeline replicas "P=2 D=2 m=4"."""
+    replicas = f' D={r["replicas"]}' if r["replicas"] > 1 else ""
+    return f'P={r["stages"]}{replicas} m={r["microbatches"]}'
 
 
 def schedule_rank(name):
@@ -76,14 +84,14 @@ def throughput_groups(rows):
     if bench:
         groups = defaultdict(list)
         for r in bench:
-            groups[(r["stages"], r["microbatches"])].append(r)
-        return [(f"P={p} m={m}", [(r["schedule"], r) for r in sorted(g, key=lambda r: schedule_rank(r["schedule"]))])
-                for (p, m), g in sorted(groups.items())]
+            groups[(r["stages"], r["replicas"], r["microbatches"])].append(r)
+        return [(shape(g[0]), [(r["schedule"], r) for r in sorted(g, key=lambda r: schedule_rank(r["schedule"]))])
+                for _, g in sorted(groups.items())]
     train = [r for r in rows if r["kind"] == "train" and r["status"] == "ok"]
     if not train:
         return []
     r0 = train[0]
-    return [(f'train P={r0["stages"]} m={r0["microbatches"]}', [(label(r), r) for r in train])]
+    return [(f'train {shape(r0)}', [(label(r), r) for r in train])]
 
 
 def bars(ax, groups, value, colors=None):
@@ -230,25 +238,26 @@ def fmt(value, pattern):
 def table(rows):
     """The grid as Markdown, then the 2bw / 1f1b tokens/s ratio of each point pair that has both."""
     lines = ["| kind | point | status | tokens/s | ms/iter | bubble % | analytic % | simulated % | peak act MiB |"
-             " final val loss |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             " final val loss | replica wait % |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         point = label(r) if r["kind"] == "train" else r["schedule"]
-        point += f' P={r["stages"]} m={r["microbatches"]}'
+        point += " " + shape(r)
         status = r["status"] + (f': {r["reason"]}' if r["reason"] else "")
         lines.append(f'| {r["kind"]} | {point} | {status} | {fmt(r["tokens_per_s"], "%.0f")} | '
                      f'{fmt(r["ms_per_iter"], "%.1f")} | {fmt(r["bubble_pct"], "%.1f")} | '
                      f'{fmt(r["bubble_analytic_pct"], "%.1f")} | {fmt(r["bubble_simulated_pct"], "%.1f")} | '
-                     f'{fmt(r["peak_act_mib"], "%.1f")} | {fmt(r["final_val_loss"], "%.4f")} |')
+                     f'{fmt(r["peak_act_mib"], "%.1f")} | {fmt(r["final_val_loss"], "%.4f")} | '
+                     f'{fmt(r["replica_wait_pct"], "%.1f")} |')
     ratios = []
     ok = [r for r in rows if r["status"] == "ok"]
     for r in ok:
         if r["schedule"] != "2bw":
             continue
         for base in ok:
-            if (base["schedule"] == "1f1b" and base["kind"] == r["kind"] and base["stages"] == r["stages"]
-                    and base["microbatches"] == r["microbatches"] and base["optimizer"] == r["optimizer"]):
-                ratios.append(f'2bw / 1f1b tokens/s, {r["kind"]} {label(r) if r["kind"] == "train" else "P=%d m=%d" % (r["stages"], r["microbatches"])}: '
+            if (base["schedule"] == "1f1b" and base["kind"] == r["kind"] and shape(base) == shape(r)
+                    and base["optimizer"] == r["optimizer"]):
+                ratios.append(f'2bw / 1f1b tokens/s, {r["kind"]} {label(r) if r["kind"] == "train" else shape(r)}: '
                               f'{r["tokens_per_s"] / base["tokens_per_s"]:.3f}'
                               f' (ideal (m+P-1)/m = {(r["microbatches"] + r["stages"] - 1) / r["microbatches"]:.3f})')
                 break

@@ -3,7 +3,9 @@
 // a fixed number of iterations (and zb-h1 and zb-v, the zero-bubble sync schedules, and with --virtual-stages V
 // interleaved 1F1B as a row "1f1b-vV"), each on the pipeline executor: under mpirun one stage per rank (P = the number of
 // ranks), the real parallel measurement; without mpirun all P stages in this one process, one after another,
-// which checks the plumbing but measures no parallelism (said so in the output).
+// which checks the plumbing but measures no parallelism (said so in the output). With --data-parallel-size D
+// (under mpirun only) each schedule runs D replicas of a pipeline of ranks / D stages, and the table gains the share
+// of the stages' wall time their optimizer steps waited for the replicas' gradient sum.
 //
 // Fair comparison (docs/DESIGN.md section 2): gpipe, 1f1b and 2bw take m microbatches of B sequences per step;
 // pipedream steps on every microbatch, so it gets one microbatch of m*B sequences per step: the same tokens per
@@ -51,7 +53,8 @@ struct BenchSchedulesFlags {
     int64_t seq_length = 128;
     int64_t iters = 12;
     int64_t warmup_iters = 2;
-    int stages = 2;  // in one process; under mpirun the number of ranks
+    int stages = 2;  // in one process; under mpirun the number of ranks / D
+    int data_parallel_size = 1;  // D replicas of the pipeline (under mpirun)
     std::vector<std::string> schedules = {"gpipe", "1f1b", "zb-h1", "zb-v", "2bw", "pipedream"};
     int virtual_stages = 1;  // > 1: 1f1b also runs interleaved, V chunks per stage (a row of its own)
     CutFlags cut;  // --pipeline-cut, --pipeline-layout
@@ -66,6 +69,7 @@ struct ScheduleResult {
     std::string name;  // the schedule's, "1f1b-v2" for interleaved 1F1B with 2 chunks per stage
     int64_t micro_batch_size = 0, num_microbatches = 0;
     double tokens_per_s = 0, bubble = 0, ms_per_iter = 0, final_loss = 0;
+    double replica_wait = 0;  // the share of the stages' wall time waiting for the replicas' gradient sum
     double sim_bubble = 0;  // the simulator's, for the same plan at unit costs F = B = W
     std::vector<double> act_mib;  // per stage
 };
@@ -102,6 +106,7 @@ RunPlan plan_for(const BenchSchedulesFlags& f, BenchRow row, const std::string& 
     o.log_interval = f.iters;  // one progress line, to the log nobody reads
     o.schedule = schedule;
     o.stages = stages;
+    o.data_parallel_size = f.data_parallel_size;
     o.virtual_stages = row.virtual_stages;
     o.clip_scope = clip_scope_of(schedule);
     o.micro_batch_size = f.micro_batch_size;
@@ -123,17 +128,19 @@ ScheduleResult result_of(const TrainOptions& o, const PipelineSummary& s, int64_
         r.name += fmt::format("-v{}", o.virtual_stages);
     r.micro_batch_size = o.micro_batch_size;
     r.num_microbatches = o.num_microbatches;
-    double seconds = 0, busy = 0, wall = 0;
+    double seconds = 0, busy = 0, wall = 0, waited = 0;
     for (size_t t = static_cast<size_t>(warmup); t < s.iterations.size(); ++t) {
         // A rank's chunks share its time.
         const IterationTiming it = per_rank_timing(s.iterations[t], o.schedule_spec().placement());
         seconds += it.seconds;
-        for (size_t k = 0; k < it.busy_s.size(); ++k) busy += it.busy_s[k], wall += it.wall_s[k];
+        for (size_t k = 0; k < it.busy_s.size(); ++k)
+            busy += it.busy_s[k], wall += it.wall_s[k], waited += it.replica_wait_s[k];
     }
     const auto timed = static_cast<int64_t>(s.iterations.size()) - warmup;
     r.tokens_per_s = static_cast<double>(o.tokens_per_iter() * timed) / seconds;
     r.ms_per_iter = 1e3 * seconds / static_cast<double>(timed);
     r.bubble = wall > 0 ? 1.0 - busy / wall : 0.0;
+    r.replica_wait = wall > 0 ? waited / wall : 0.0;
     r.act_mib.assign(static_cast<size_t>(o.stages), 0.0);  // per rank: its chunks' peaks added
     for (size_t k = 0; k < s.finals.size(); ++k)
         r.act_mib[k % r.act_mib.size()] += s.finals[k].act_peak_bytes / (1024.0 * 1024.0);
@@ -160,24 +167,35 @@ struct Report {
 Report make_report(const BenchSchedulesFlags& f, const std::vector<ScheduleResult>& results, int stages,
                    bool over_mpi, int64_t parameters) {
     Report rep;
+    const int64_t replicas = f.data_parallel_size;
     rep.title = fmt::format(
-        "bench schedules: model {} ({} parameters), {} stages {}, {} iterations of {} tokens ({} timed: the "
+        "bench schedules: model {} ({} parameters), {} stages{} {}, {} iterations of {} tokens ({} timed: the "
         "first {} not), {} data",
-        f.model.preset, parameters, stages, over_mpi ? "over MPI (one rank per stage)" : "in one process",
-        f.iters, f.micro_batch_size * f.num_microbatches * f.seq_length, f.iters - f.warmup_iters, f.warmup_iters,
+        f.model.preset, parameters, stages, replicas > 1 ? fmt::format(" x {} replicas", replicas) : "",
+        !over_mpi ? "in one process"
+        : replicas > 1 ? "over MPI (one rank per stage and replica)"
+                       : "over MPI (one rank per stage)",
+        f.iters,
+        replicas * f.micro_batch_size * f.num_microbatches * f.seq_length, f.iters - f.warmup_iters, f.warmup_iters,
         f.data.empty() ? "synthetic" : f.data);
     if (!over_mpi)
         rep.note = "note: in one process the stages run one after another, so tokens/s and the bubble are not a "
                    "parallel measurement (run under mpirun -np P for that)";
     std::string& t = rep.table_text;
-    t += fmt::format("{:<10} {:>14} {:>10} {:>9} {:>9} {:>10}  {:<22} {:>10}\n", "schedule", "m x B", "tokens/s",
+    t += fmt::format("{:<10} {:>14} {:>10} {:>9} {:>9} {:>10}  {:<22} {:>10}", "schedule", "m x B", "tokens/s",
                      "ms/iter", "bubble", "sim bubble", "peak act MiB per stage", "final loss");
-    for (const auto& r : results)
-        t += fmt::format("{:<10} {:>14} {:>10.0f} {:>9.1f} {:>8.1f}% {:>9.1f}%  {:<22} {:>10.4f}\n",
+    t += replicas > 1 ? fmt::format(" {:>12}\n", "replica wait") : "\n";
+    for (const auto& r : results) {
+        t += fmt::format("{:<10} {:>14} {:>10.0f} {:>9.1f} {:>8.1f}% {:>9.1f}%  {:<22} {:>10.4f}",
                          r.name, fmt::format("{} x {}", r.num_microbatches, r.micro_batch_size),
                          r.tokens_per_s, r.ms_per_iter, 100 * r.bubble, 100 * r.sim_bubble, act_list(r.act_mib, " "),
                          r.final_loss);
+        t += replicas > 1 ? fmt::format(" {:>11.1f}%\n", 100 * r.replica_wait) : "\n";
+    }
     t += "sim bubble: the simulator's for the same plan at F = B = W (nobubble schedule)\n";
+    if (replicas > 1)
+        t += "replica wait: the share of the stages' wall time their optimizer steps waited for the replicas' "
+             "gradient sum (replica 0's stages); m x B is per replica\n";
     const ScheduleResult *two_bw = find(results, ScheduleKind::two_bw), *one_f_one_b = find(results, ScheduleKind::one_f_one_b);
     if (two_bw && one_f_one_b) {
         const double ratio = two_bw->tokens_per_s / one_f_one_b->tokens_per_s;
@@ -198,27 +216,28 @@ void write_file(const std::string& path, const std::string& text) {
 
 void write_outputs(const std::string& prefix, const Report& rep, const std::vector<ScheduleResult>& results,
                    int stages) {
-    // sim_bubble_pct last: run/compare.sh reads the columns by position.
+    // New columns go last: run/compare.sh reads the columns by position.
     std::string csv = "schedule,num_microbatches,micro_batch_size,tokens_per_s,ms_per_iter,bubble_pct";
     for (int s = 0; s < stages; ++s) csv += fmt::format(",act_mib_stage{}", s);
-    csv += ",final_loss,sim_bubble_pct\n";
+    csv += ",final_loss,sim_bubble_pct,replica_wait_pct\n";
     for (const auto& r : results) {
         csv += fmt::format("{},{},{},{:.1f},{:.3f},{:.2f}", r.name, r.num_microbatches,
                            r.micro_batch_size, r.tokens_per_s, r.ms_per_iter, 100 * r.bubble);
         for (double a : r.act_mib) csv += fmt::format(",{:.3f}", a);
-        csv += fmt::format(",{:.6f},{:.2f}\n", r.final_loss, 100 * r.sim_bubble);
+        csv += fmt::format(",{:.6f},{:.2f},{:.2f}\n", r.final_loss, 100 * r.sim_bubble, 100 * r.replica_wait);
     }
     write_file(prefix + ".csv", csv);
 
     std::string md = rep.title + "\n\n";
     if (!rep.note.empty()) md += rep.note + "\n\n";
     md += "| schedule | microbatches x sequences | tokens/s | ms/iter | bubble | sim bubble (F = B = W) | peak act MiB "
-          "per stage | final loss |\n";
-    md += "|---|---|---:|---:|---:|---:|---|---:|\n";
+          "per stage | final loss | replica wait |\n";
+    md += "|---|---|---:|---:|---:|---:|---|---:|---:|\n";
     for (const auto& r : results)
-        md += fmt::format("| {} | {} x {} | {:.0f} | {:.1f} | {:.1f}% | {:.1f}% | {} | {:.4f} |\n",
-                          r.name, r.num_microbatches, r.micro_batch_size, r.tokens_per_s,
-                          r.ms_per_iter, 100 * r.bubble, 100 * r.sim_bubble, act_list(r.act_mib, " / "), r.final_loss);
+        md += fmt::format("| {} | {} x {} | {:.0f} | {:.1f} | {:.1f}% | {:.1f}% | {} | {:.4f} | {:.1f}% |\n",
+                          r.name, r.num_microbatches, r.micro_batch_size, r.tokens_per_s, r.ms_per_iter,
+                          100 * r.bubble, 100 * r.sim_bubble, act_list(r.act_mib, " / "), r.final_loss,
+                          100 * r.replica_wait);
     if (!rep.ratio_line.empty()) md += "\n" + rep.ratio_line + "\n\n" + rep.target_line + "\n";
     write_file(prefix + ".md", md);
 }
@@ -229,6 +248,16 @@ void validate(const BenchSchedulesFlags& f) {
     if (f.schedules.empty()) throw UsageError("--schedules: give at least one schedule");
     if (f.virtual_stages < 1)
         throw UsageError(fmt::format("--virtual-stages must be positive, got {}", f.virtual_stages));
+    if (f.data_parallel_size < 1)
+        throw UsageError(fmt::format("--data-parallel-size must be positive, got {}", f.data_parallel_size));
+    const int world = mpi_world_size();
+    if (f.data_parallel_size > 1 && world == 1)
+        throw UsageError(fmt::format("--data-parallel-size {} runs under mpirun -np P*{} (one rank per stage and "
+                                     "replica)",
+                                     f.data_parallel_size, f.data_parallel_size));
+    if (world % f.data_parallel_size != 0)
+        throw UsageError(fmt::format("--data-parallel-size {} does not divide the {} ranks", f.data_parallel_size,
+                                     world));
     if (!f.out.empty()) {
         const std::filesystem::path parent = std::filesystem::path(f.out).parent_path();
         if (!parent.empty() && !std::filesystem::is_directory(parent))
@@ -240,7 +269,7 @@ int run_bench_schedules(const BenchSchedulesFlags& f) {
     validate(f);
     const int world = mpi_world_size();
     const bool over_mpi = world > 1;
-    const int stages = over_mpi ? world : f.stages;
+    const int stages = over_mpi ? world / f.data_parallel_size : f.stages;
     // The names parsed and every plan checked before anything runs (the same UsageError on every rank).
     std::vector<ScheduleKind> schedules;
     for (const auto& name : f.schedules) schedules.push_back(parse_schedule_kind(name));
@@ -308,7 +337,10 @@ Command add_bench_schedules_command(CLI::App& bench) {
     sub->add_option("--seq-length", f->seq_length, "Tokens per sequence")->capture_default_str();
     sub->add_option("--iters,--train-iters", f->iters, "Iterations per schedule")->capture_default_str();
     sub->add_option("--warmup-iters", f->warmup_iters, "First iterations run but not timed")->capture_default_str();
-    sub->add_option("--stages", f->stages, "Pipeline stages in one process (under mpirun: the number of ranks)")
+    sub->add_option("--stages", f->stages, "Pipeline stages in one process (under mpirun: the ranks / D)")
+        ->capture_default_str();
+    sub->add_option("--data-parallel-size", f->data_parallel_size,
+                    "D replicas of every schedule's pipeline (under mpirun -np P*D), m x B per replica")
         ->capture_default_str();
     add_cut_flags(*sub, f->cut);
     sub->add_option("--schedules", f->schedules, "Schedules to run, in order")->delimiter(',')->capture_default_str();

@@ -3,7 +3,9 @@
 # test's): in one process and under mpirun -np 2 it prints one row per schedule with tokens/s, bubble, peak
 # activation MiB per stage and final loss, the 2bw / 1f1b ratio and the target line, and writes the same table
 # as PREFIX.csv and PREFIX.md. Pipedream runs one microbatch of m x B sequences (the same tokens per step), and
-# the schedules' losses are those of `nobubble train` with the same settings. Bad flags are usage errors.
+# the schedules' losses are those of `nobubble train` with the same settings. With --data-parallel-size 2 under
+# mpirun -np 2: one stage x 2 replicas, a replica-wait column, the loss of the oracle `reference` with D = 2. Bad
+# flags are usage errors.
 source "$(dirname "$0")/lib.sh"
 MODEL=(--num-layers 4 --hidden-size 64 --ffn-hidden-size 96 --num-attention-heads 4 --num-query-groups 2)
 B=(bench schedules "${MODEL[@]}" --micro-batch-size 2 --seq-length 32 --num-microbatches 4 --iters 3 --warmup-iters 1)
@@ -18,12 +20,12 @@ check_outputs() {
   grep -qE '^2bw / 1f1b tokens/s: [0-9.]+ \(ideal \(m \+ P - 1\) / m = 1.250\)$' "$log" \
     && grep -qE '^target: 2bw >= 1.15 x 1f1b tokens/s: measured [0-9.]+ = [0-9.]+ x target$' "$log" \
     && pass "$name: ratio and target lines" || fail "$name: ratio/target: $(tail -n 4 "$log")"
-  [ "$(head -n 1 "$prefix.csv")" = "schedule,num_microbatches,micro_batch_size,tokens_per_s,ms_per_iter,bubble_pct,act_mib_stage0,act_mib_stage1,final_loss,sim_bubble_pct" ] \
+  [ "$(head -n 1 "$prefix.csv")" = "schedule,num_microbatches,micro_batch_size,tokens_per_s,ms_per_iter,bubble_pct,act_mib_stage0,act_mib_stage1,final_loss,sim_bubble_pct,replica_wait_pct" ] \
     && [ "$(wc -l <"$prefix.csv")" = 7 ] && [ "$(cut -d, -f1 "$prefix.csv" | tail -n 6 | tr '\n' ' ')" = "gpipe 1f1b zb-h1 zb-v 2bw pipedream " ] \
     && pass "$name: CSV" || fail "$name: CSV: $(cat "$prefix.csv")"
   # The simulated bubble at F = B = W, P = 2, m = 4: 1f1b (p-1)/(m+p-1) = 20%, zb-h1 (p-1)/(3m+p-1) = 7.69%, zb-v
   # (p-1)/(6m+p-1) = 4.00% (every step ends on every stage at once: the global clip's all-gather).
-  [ "$(awk -F, '$1 == "1f1b" || $1 == "zb-h1" || $1 == "zb-v" { printf "%s=%s ", $1, $NF }' "$prefix.csv")" = "1f1b=20.00 zb-h1=7.69 zb-v=4.00 " ] \
+  [ "$(awk -F, '$1 == "1f1b" || $1 == "zb-h1" || $1 == "zb-v" { printf "%s=%s ", $1, $(NF - 1) }' "$prefix.csv")" = "1f1b=20.00 zb-h1=7.69 zb-v=4.00 " ] \
     && pass "$name: simulated bubbles of 1f1b, zb-h1 and zb-v" || fail "$name: sim bubble: $(cat "$prefix.csv")"
   [ "$(grep -c '^| ' "$prefix.md")" = 7 ] && grep -q '^target: 2bw >= 1.15' "$prefix.md" \
     && pass "$name: markdown" || fail "$name: markdown: $(cat "$prefix.md")"
@@ -40,8 +42,8 @@ check_outputs "in one process" "$WORK/inproc.log" "$WORK/inproc"
 timeout -k 5 120 "$NB" "${B[@]}" --num-layers 4 --schedules 1f1b --virtual-stages 2 --out "$WORK/vs" >"$WORK/vs.log" 2>&1 \
   || fail "bench --virtual-stages: $(cat "$WORK/vs.log")"
 [ "$(cut -d, -f1 "$WORK/vs.csv" | tail -n 2 | tr '\n' ' ')" = "1f1b 1f1b-v2 " ] \
-  && [ "$(awk -F, '$1 == "1f1b-v2" { print $NF }' "$WORK/vs.csv")" = "11.11" ] \
-  && [ "$(awk -F, 'NR > 1 { print $(NF - 1) }' "$WORK/vs.csv" | sort -u | wc -l)" = 1 ] \
+  && [ "$(awk -F, '$1 == "1f1b-v2" { print $(NF - 1) }' "$WORK/vs.csv")" = "11.11" ] \
+  && [ "$(awk -F, 'NR > 1 { print $(NF - 2) }' "$WORK/vs.csv" | sort -u | wc -l)" = 1 ] \
   && pass "--virtual-stages 2: a 1f1b-v2 row, simulated bubble 11.11%, the same loss" || fail "1f1b-v2: $(cat "$WORK/vs.csv")"
 expect_error 2 "virtual-stages must be positive, got 0" "$NB" "${B[@]}" --virtual-stages 0
 
@@ -62,6 +64,20 @@ if [ "$HAVE_MPI" = 1 ]; then
   grep -q '^bench schedules: .* 2 stages over MPI (one rank per stage)' "$WORK/mpi.log" && ! grep -q '^note:' "$WORK/mpi.log" \
     && pass "under mpirun: one rank per stage" || fail "mpirun header: $(head -n 3 "$WORK/mpi.log")"
   check_outputs "under mpirun" "$WORK/mpi.log" "$WORK/mpi"
+  # D = 2 replicas of one stage: the same global batch as the oracle's D = 2, the same loss.
+  timeout -k 5 120 mpirun --oversubscribe -np 2 "$NB" "${B[@]}" --schedules 1f1b --data-parallel-size 2 \
+    --data "$WORK/corpus.txt" --out "$WORK/dp" >"$WORK/dp.log" 2>&1 || fail "mpirun bench D = 2: $(cat "$WORK/dp.log")"
+  timeout -k 5 60 "$NB" reference --data "$WORK/corpus.txt" --model tiny "${MODEL[@]}" --micro-batch-size 2 \
+    --seq-length 32 --num-microbatches 4 --train-iters 3 --schedule 1f1b --stages 1 --data-parallel-size 2 --lr 1e-3 \
+    --lr-decay-style constant --val-fraction 0 --log-interval 1 >"$WORK/dp_ref.log" 2>&1 || fail "reference D = 2: $(cat "$WORK/dp_ref.log")"
+  want=$(grep '^step      3/3' "$WORK/dp_ref.log" | sed 's/.*| loss \([0-9.]*\) .*/\1/')
+  got=$(grep -E '^1f1b ' "$WORK/dp.log" | awk '{print $(NF - 1)}')
+  grep -q '^bench schedules: .* 1 stages x 2 replicas over MPI (one rank per stage and replica), .* of 512 tokens' "$WORK/dp.log" \
+    && grep -qE '^1f1b +4 x 2 .* [0-9.]+%$' "$WORK/dp.log" && grep -q '^replica wait: ' "$WORK/dp.log" \
+    && [ "$(awk -F, 'NR == 2 { print NF }' "$WORK/dp.csv")" = 10 ] \
+    && pass "D = 2: 1 stage x 2 replicas, 512 tokens a step, a replica-wait column" || fail "D = 2: $(cat "$WORK/dp.log" "$WORK/dp.csv")"
+  [ -n "$want" ] && [ "$got" = "$want" ] && pass "D = 2: 1f1b's final loss $got is the oracle's" \
+    || fail "D = 2: bench loss '$got', reference's '$want'"
 else
   echo "skip: nobubble is built without MPI or mpirun is missing: no mpirun bench"
 fi
@@ -71,4 +87,6 @@ expect_error 2 "out '$WORK/no/dir/x': no directory" "$NB" "${B[@]}" --out "$WORK
 expect_error 2 "schedule" "$NB" "${B[@]}" --schedules 1f1b,bogus
 expect_error 2 "2bw needs --num-microbatches >= the number of stages" "$NB" "${B[@]}" --num-microbatches 1
 expect_error 2 "--schedules zb-v: 4 pipeline stages but the model has only 2 layers" "$NB" "${B[@]}" --num-layers 2
+expect_error 2 "--data-parallel-size 2 runs under mpirun -np P\\*2" "$NB" "${B[@]}" --data-parallel-size 2
+expect_error 2 "--data-parallel-size must be positive, got 0" "$NB" "${B[@]}" --data-parallel-size 0
 finish

@@ -3,6 +3,8 @@
 # unknown schedule, 2bw with m < P, an optimizer without a learning rate, a point larger than MAX_RANKS) said in a
 # line each while the grid goes on, a failing point recorded and failing the grid, the report's four charts and
 # its page with them inline, the page's path printed last; the train point's hash is that of the same run by hand.
+# The D axis: points of P x D ranks (named _dD), skipped above MAX_RANKS; a D = 2 train point ends on the
+# oracle's bits (reference --data-parallel-size 2).
 source "$(dirname "$0")/lib.sh"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 COMPARE="$ROOT/run/compare.sh"
@@ -69,7 +71,7 @@ grep -q '^2bw / 1f1b tokens/s, bench P=2 m=2: ' "$WORK/grid.log" && pass "the 2b
 
 # 2. A point that fails is recorded and fails the grid; points above MAX_RANKS are skipped.
 rc=0
-BENCH_SCHEDULES="1f1b" BENCH_STAGES="2 3" BENCH_MICROBATCHES="P" MAX_RANKS=2 TRAIN_RUNS="1f1b:adamw" \
+BENCH_SCHEDULES="1f1b" BENCH_STAGES="2 3" BENCH_MICROBATCHES="P" BENCH_REPLICAS="1 2" MAX_RANKS=2 TRAIN_RUNS="1f1b:adamw" \
   TRAIN_ARGS="--train-iters 2 --eval-interval 0 --no-such-flag" \
   timeout -k 5 120 "$COMPARE" --grid smoke --out "$WORK/bad" >"$WORK/bad.log" 2>&1 || rc=$?
 CSV="$WORK/bad/grid.csv"
@@ -79,9 +81,30 @@ LOG="$WORK/bad.log"
   && pass "a failing point: recorded ($(field "$CSV" 1f1b_adamw_p2_m2 reason)), the grid exits $rc" \
   || fail "failing point: exit $rc, $(grep 1f1b_adamw "$CSV")"
 expect_skip 1f1b_p3_m3 "needs 3 ranks but the allocation has 2"
+expect_skip 1f1b_p2_m2_d2 "needs 4 ranks but the allocation has 2"
 [ "$(field "$CSV" 1f1b_p2_m2 status)" = ok ] && pass "the grid went on past them" || fail "1f1b_p2_m2: $(grep 1f1b_p2_m2 "$CSV")"
 
-# 3. Bad input: one error line, exit 2.
+# 3. The D axis: one stage x 2 replicas, a bench and a train point.
+BENCH_SCHEDULES="1f1b" BENCH_STAGES="1" BENCH_MICROBATCHES="2" BENCH_REPLICAS="2" TRAIN_RUNS="1f1b:adamw" \
+  TRAIN_STAGES=1 TRAIN_REPLICAS=2 timeout -k 5 120 "$COMPARE" --grid smoke --out "$WORK/dp" >"$WORK/dp.log" 2>&1 \
+  || fail "the D = 2 grid: $(tail -n 5 "$WORK/dp.log")"
+CSV="$WORK/dp/grid.csv"
+[ "$(field "$CSV" 1f1b_p1_m2_d2 status)" = ok ] && [ "$(field "$CSV" 1f1b_p1_m2_d2 replicas)" = 2 ] \
+  && [ -n "$(field "$CSV" 1f1b_p1_m2_d2 replica_wait_pct)" ] && grep -q '^| bench | 1f1b P=1 D=2 m=2 | ok ' "$WORK/dp.log" \
+  && pass "bench 1f1b P=1 D=2: ok, replica wait $(field "$CSV" 1f1b_p1_m2_d2 replica_wait_pct)%" \
+  || fail "bench D = 2: $(cat "$CSV") $(tail -n 8 "$WORK/dp.log")"
+run_logged 120 dp_ref "$NB" reference --device cpu --model tiny --hidden-size 32 --ffn-hidden-size 64 --num-layers 4 \
+  --num-attention-heads 2 --num-query-groups 1 --seq-length 32 --data "$DATA" --seed 1234 --stages 1 \
+  --data-parallel-size 2 --micro-batch-size 2 --num-microbatches 2 --schedule 1f1b --optimizer adamw --lr 3e-3 \
+  --min-lr 0.0003 --delay-fix none --lr-decay-style cosine --clip-grad 1.0 --train-iters 12 --lr-warmup-iters 2 \
+  --eval-interval 6 --eval-iters 1 --log-interval 6
+want=$(sed -n 's/^final weights sha256 //p' "$WORK/dp_ref.log")
+[ -n "$want" ] && [ "$(field "$CSV" 1f1b_adamw_p1_m2_d2 weights_sha256)" = "$want" ] \
+  && [ "$(field "$CSV" 1f1b_adamw_p1_m2_d2 tokens_per_step)" = 256 ] \
+  && pass "the D = 2 train point ends on the oracle's hash, 256 tokens a step" \
+  || fail "D = 2 train: $(grep 1f1b_adamw "$CSV"), oracle '$want'"
+
+# 4. Bad input: one error line, exit 2.
 expect_error 2 "unknown --grid 'huge'" "$COMPARE" --grid huge --out "$WORK/x"
 expect_error 2 "report.py: $WORK/nothing/grid.csv is missing" /usr/bin/python3 "$ROOT/run/report.py" "$WORK/nothing"
 finish
