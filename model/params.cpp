@@ -69,6 +69,10 @@ TensorSet select_tensors(const TensorSet& set, const std::vector<int>& index) {
 
 TensorSet make_compute_weights(Ops& ops, const ParamLayout& layout, const TensorSet& master) {
     if (ops.activation_dtype() == DType::f32) return master;  // shares the tensors
+    return make_separate_compute_weights(ops, layout, master);
+}
+
+TensorSet make_separate_compute_weights(Ops& ops, const ParamLayout& layout, const TensorSet& master) {
     TensorSet compute;
     for (int i = 0; i < master.size(); ++i) {
         const Tensor& t = master[i];

@@ -77,6 +77,9 @@ class Ops;
 // copy); otherwise a copy in the activation dtype, refreshed from the master after every optimizer step. A
 // buffer stays the master's f32 tensor in either case (the expert bias is added to f32 probabilities).
 TensorSet make_compute_weights(Ops& ops, const ParamLayout& layout, const TensorSet& master);
+// The same with storage of its own for the trainable tensors even in f32 (a buffer still shares the master's):
+// compute weights that differ from the master (a predicted weight version, optim/delay_fix.h).
+TensorSet make_separate_compute_weights(Ops& ops, const ParamLayout& layout, const TensorSet& master);
 void refresh_compute_weights(Ops& ops, const TensorSet& master, TensorSet& compute);
 
 }  // namespace nb

@@ -8,9 +8,17 @@
 //             the first asynchronous step).
 //   taylor    DC-ASGD's first-order compensation of the gradient before the optimizer sees it:
 //             g <- g + lambda * g (.) g (.) (W_t - W_stale), W_stale the version the gradient was computed at.
+//   predict   weight prediction (SpecTrain, PipeMare): the forwards and backwards of an asynchronous step t run on
+//             W_hat_{t-1} = W_{t-1} - lambda * u_{t-2} instead of W_{t-1}: the newest known update as the estimate
+//             of the one in flight (u_{t-1}, not yet made when step t's forwards start), so the gradient is taken
+//             nearer to W_t, where it is applied. u_{-1} = 0; a version that a synchronous step also uses (the
+//             first asynchronous step's W_{K-1} after --sync-start K) is not predicted. One buffer holds the last
+//             update, as ef's; the prediction itself is the stage's weight versions' (predict_weights). The
+//             master weights and the update rule are unchanged: only where the gradient is taken moves.
 //
-// ef and taylor act on asynchronous steps only; a synchronous step (gpipe, 1f1b, and the --sync-start /
-// --sync-cooldown steps of 2bw) updates plainly. Both are defined for 2bw (the one-step delay of the paper);
+// --delay-fix takes a comma list: one of ef or taylor, predict, or both (ef,predict; taylor,predict).
+// ef, taylor and predict act on asynchronous steps only; a synchronous step (gpipe, 1f1b, and the --sync-start /
+// --sync-cooldown steps of 2bw) updates plainly. All are defined for 2bw (the one-step delay of the paper);
 // make_pipeline_setup / the reference reject them with other schedules.
 //
 // u_t is measured, not re-derived: the optimizer updates W_t in place to W' = W_t - u_t, and u_t = W_t - W' (the
@@ -29,23 +37,33 @@
 
 namespace nb {
 
-enum class DelayFixKind { none, ef, taylor };
+// The names --delay-fix's list takes. `predict` is never a DelayFixConfig::kind: it is the flag beside it.
+enum class DelayFixKind { none, ef, taylor, predict };
 inline constexpr auto kDelayFixKinds = name_table<DelayFixKind>("--delay-fix", {
     {"none", DelayFixKind::none},
     {"ef", DelayFixKind::ef, "update-level error feedback"},
     {"taylor", DelayFixKind::taylor, "DC-ASGD"},
+    {"predict", DelayFixKind::predict, "weight prediction; combines with ef or taylor: ef,predict"},
 });
 // kDelayFixKinds.parse and .name.
 DelayFixKind parse_delay_fix_kind(std::string_view name);
 std::string_view delay_fix_kind_name(DelayFixKind kind);
 
 struct DelayFixConfig {
-    DelayFixKind kind = DelayFixKind::none;  // --delay-fix
+    DelayFixKind kind = DelayFixKind::none;  // the step's correction: none, ef or taylor
+    bool predict = false;                    // weight prediction of the stale versions
     float taylor_lambda = 0.04f;             // --taylor-lambda (DC-ASGD's lambda)
+    float predict_lambda = 1.0f;             // --predict-lambda
 
-    // nb::UsageError: --taylor-lambda negative or not finite.
+    bool any() const { return kind != DelayFixKind::none || predict; }
+    // The list as --delay-fix writes it: "none", "ef", "ef,predict", "predict".
+    std::string name() const;
+    // nb::UsageError: a lambda negative or not finite.
     void validate() const;
 };
+// --delay-fix's comma list ("ef", "ef,predict", "none"): nb::UsageError for an unknown name, a repeated one, none
+// beside another, or ef with taylor (both correct the same step: choose one).
+DelayFixConfig parse_delay_fixes(std::string_view list, DelayFixConfig into = {});
 
 class DelayFix {
 public:
@@ -54,6 +72,7 @@ public:
     static int64_t state_bytes(const DelayFixConfig& config, const ParamLayout& layout);
 
     DelayFixKind kind() const { return kind_; }
+    bool predicts() const { return predict_; }
 
     // One optimizer step of `master` with the fix. `asynchronous`: this step's gradient came from a stale
     // version (false for synchronous steps: plain update). `stale`: those stale weights (the compute copy the
@@ -72,14 +91,23 @@ public:
     void update(Ops& ops, Optimizer& optimizer, const ParamLayout& layout, TensorSet& master, TensorSet& grads,
                 float lr, bool asynchronous);
 
-    // ef: "ef_update.<param>" (u_{t-1}) for every parameter, in layout order; none and taylor: nothing.
+    // predict: out = W - lambda * u, u the last update (u_{t-1} after step t-1, when `master` holds W_t); `out`
+    // holds tensors of the compute dtype, apart from `master`'s. std::logic_error unless predicts().
+    void predict_weights(Ops& ops, const TensorSet& master, TensorSet& out) const;
+
+    // ef: "ef_update.<param>" (u_{t-1}) for every parameter, in layout order; predict alone: "last_update.<param>"
+    // (the same u_{t-1}); none and taylor: nothing.
     std::vector<std::pair<std::string, Tensor*>> state_tensors();
 
 private:
     DelayFixKind kind_;
+    bool predict_;
     float taylor_lambda_;
+    float predict_lambda_;
     std::vector<std::string> names_;
-    TensorSet previous_update_;  // ef: u_{t-1}
+    TensorSet previous_update_;  // ef, predict: u_{t-1}
+
+    bool keeps_last_update() const { return kind_ == DelayFixKind::ef || predict_; }
 };
 
 }  // namespace nb

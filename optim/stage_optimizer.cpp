@@ -44,6 +44,12 @@ void StageOptimizer::update(Ops& ops, const ParamLayout& layout, TensorSet& mast
     update_expert_biases(ops, layout, master, grads);
 }
 
+void StageOptimizer::predict_weights(Ops& ops, const ParamLayout& layout, const TensorSet& master,
+                                     TensorSet& out) const {
+    TensorSet predicted = trainable_view(layout, out);
+    delay_fix_.predict_weights(ops, trainable_view(layout, master), predicted);
+}
+
 void StageOptimizer::update_expert_biases(Ops& ops, const ParamLayout& layout, TensorSet& master,
                                           const TensorSet& grads) const {
     for (int i = 0; i < layout.size(); ++i)

@@ -43,6 +43,12 @@ public:
         step(ops, layout, master, grads, lr, false, nullptr);
     }
 
+    // --delay-fix predict: `out` (the compute weights of a predicted version, apart from `master`'s storage)
+    // becomes W_hat = W - lambda u_last on the trainable parameters (DelayFix::predict_weights); a buffer's slot
+    // is left as it is (it shares the master's tensor). std::logic_error without predict.
+    bool predicts() const { return delay_fix_.predicts(); }
+    void predict_weights(Ops& ops, const ParamLayout& layout, const TensorSet& master, TensorSet& out) const;
+
     // The optimizer's state tensors, then the delay fix's, in their canonical order (what is hashed and saved).
     std::vector<std::pair<std::string, Tensor*>> state_tensors();
     std::vector<Tensor> state_in_order();

@@ -55,6 +55,14 @@ std::vector<TensorShard> distributed_shards(const PipelineSetup& setup, int stag
                             o.data_parallel_size);
 }
 
+// --delay-fix predict: the stage's optimizer writes a predicted version (optim/delay_fix.h); nothing otherwise.
+PredictWeights predict_weights_of(Ops& ops, StageState& state) {
+    if (!state.optimizer.predicts()) return {};
+    return [&ops, &state](const TensorSet& master, TensorSet& out) {
+        state.optimizer.predict_weights(ops, state.model.layout(), master, out);
+    };
+}
+
 Tensor take(std::map<int64_t, Tensor>& from, int64_t microbatch, const char* what) {
     auto node = from.extract(microbatch);
     if (node.empty()) throw std::logic_error(fmt::format("{} of microbatch {} is not here", what, microbatch));
@@ -93,7 +101,7 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
                                     shard_tag_stride(setup))),
       lr_(o_.lr, setup.spec.optimizer_steps()),
       versions_(ops, state_.model.layout(), state_.master, setup.plans.at(static_cast<size_t>(stage)),
-                o_.delay_fix.kind == DelayFixKind::taylor),
+                o_.delay_fix.kind == DelayFixKind::taylor, predict_weights_of(ops, state_)),
       data_(open_train_data(o_)),
       train_reader_(o_),
       val_reader_(o_),

@@ -12,11 +12,15 @@
 namespace nb {
 
 WeightVersions::WeightVersions(Ops& ops, const ParamLayout& layout, const TensorSet& master, const StagePlan& plan,
-                               bool optimizer_reads_stale)
-    : ops_(ops), master_(master), compute_(make_compute_weights(ops, layout, master)) {
+                               bool optimizer_reads_stale, PredictWeights predict)
+    : ops_(ops), master_(master), compute_(make_compute_weights(ops, layout, master)), predict_(std::move(predict)) {
     int64_t last_backward_version = 0;
+    std::set<int64_t> synchronous_uses;
     for (const Action& a : plan) {
-        if (uses_weights(a.type)) ++uses_left_[a.version];
+        if (uses_weights(a.type)) {
+            ++uses_left_[a.version];
+            if (a.version == a.step) synchronous_uses.insert(a.version);
+        }
         if (ends_microbatch(a.type)) last_backward_version = a.version;
         // The step's gradient is that of its backwards, which all use one version: the last one's.
         if (a.type == ActionType::optimizer_step && optimizer_reads_stale && last_backward_version < a.step) {
@@ -24,6 +28,15 @@ WeightVersions::WeightVersions(Ops& ops, const ParamLayout& layout, const Tensor
             stale_of_step_[a.step] = last_backward_version;
         }
     }
+    if (!predict_) return;
+    for (const auto& [version, uses] : uses_left_)
+        if (version >= 1 && !synchronous_uses.contains(version)) predicted_versions_.insert(version);
+    if (!predicted_versions_.empty()) predicted_ = make_separate_compute_weights(ops, layout, master);
+}
+
+void WeightVersions::predict_newest() {
+    if (!is_predicted(newest_)) return;
+    predict_(master_, *predicted_);
 }
 
 std::optional<int64_t> WeightVersions::stale_version_of_step(int64_t step) const {
@@ -33,7 +46,7 @@ std::optional<int64_t> WeightVersions::stale_version_of_step(int64_t step) const
 }
 
 const TensorSet& WeightVersions::at(int64_t version) const {
-    if (version == newest_) return compute_;
+    if (version == newest_) return is_predicted(version) ? *predicted_ : compute_;
     auto it = snapshots_.find(version);
     if (it != snapshots_.end()) return it->second;
     std::string held = fmt::format("W{}", newest_);
@@ -54,7 +67,7 @@ void WeightVersions::release(int64_t version) {
 void WeightVersions::before_update() {
     auto it = uses_left_.find(newest_);
     if (it == uses_left_.end()) return;  // no later use: the update may overwrite it
-    snapshots_.emplace(newest_, clone_tensors(compute_));
+    snapshots_.emplace(newest_, clone_tensors(at(newest_)));
 }
 
 void WeightVersions::after_update(int64_t new_version) {
@@ -62,6 +75,7 @@ void WeightVersions::after_update(int64_t new_version) {
         throw std::logic_error(fmt::format("weight version W{} made after W{}", new_version, newest_));
     refresh_compute_weights(ops_, master_, compute_);
     newest_ = new_version;
+    predict_newest();
     peak_ = std::max(peak_, held());
 }
 
@@ -79,6 +93,7 @@ void WeightVersions::restore(int64_t newest, std::map<int64_t, TensorSet> older,
     std::erase_if(older, [&](const auto& entry) { return !uses_left_.contains(entry.first); });
     refresh_compute_weights(ops_, master_, compute_);
     newest_ = newest;
+    predict_newest();
     snapshots_ = std::move(older);
     peak_ = std::max(peak_, held());
 }

@@ -8,13 +8,19 @@
 // 1 version for gpipe/1f1b (no copy ever), 2 for 2bw, p - s for pipedream at stage s (pipeline/schedule/schedule.h's
 // max_versions_held says the same).
 //
+// --delay-fix predict: a version that only asynchronous steps use is their prediction W_hat_v = W_v - lambda u_{v-1}
+// (optim/delay_fix.h), held in a buffer of its own beside the master: forwards and backwards of it, its snapshot
+// and a checkpoint's older versions are the prediction; newest() stays W_v itself (evaluation).
+//
 // This is pipeline/stage/weight_history.h's idea (an explicit map from version to weights) for one stage that runs
 // a schedule's action list, where the oracle's history serves stages that step in lockstep.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "model/params.h"
@@ -24,14 +30,19 @@ namespace nb {
 
 class Ops;
 
+// Writes the prediction of the master's weights into `out` (compute weights apart from the master's storage).
+using PredictWeights = std::function<void(const TensorSet& master, TensorSet& out)>;
+
 class WeightVersions {
 public:
     // `master`: the stage's f32 master weights, which hold W_0 now and which the optimizer will update (they
     // must outlive this object). `plan`: the stage's actions, whose forwards and backwards are the uses.
     // `optimizer_reads_stale` (--delay-fix taylor): an optimizer step whose gradient came from an older version
     // than the newest also uses that version (stale_version_of_step); it is released after the compensation.
+    // `predict` (--delay-fix predict; empty: none): makes the predicted versions, those at least 1 that no
+    // synchronous use (an action of step v on version v) reads.
     WeightVersions(Ops& ops, const ParamLayout& layout, const TensorSet& master, const StagePlan& plan,
-                   bool optimizer_reads_stale = false);
+                   bool optimizer_reads_stale = false, PredictWeights predict = {});
 
     // With optimizer_reads_stale: the version optimizer step `step`'s gradient was computed at, when it is older
     // than W_step (the step then uses it once more: release it when done); nullopt otherwise.
@@ -40,7 +51,10 @@ public:
     // W_version, for a forward or backward. std::logic_error naming the version and what is held when it is
     // not held: the plan asks for a version that does not exist yet or was dropped.
     const TensorSet& at(int64_t version) const;
+    // The newest weights themselves (never a prediction): what an evaluation runs on.
     const TensorSet& newest() const { return compute_; }
+    // Whether W_version is held as its prediction.
+    bool is_predicted(int64_t version) const { return predicted_versions_.contains(version); }
 
     // One forward or backward of `version` is done: a snapshot whose uses are over is dropped.
     void release(int64_t version);
@@ -65,10 +79,16 @@ private:
     const TensorSet& master_;
     TensorSet compute_;  // W_newest: the master itself where the backend computes in f32
     int64_t newest_ = 0;
+    PredictWeights predict_;
+    std::set<int64_t> predicted_versions_;
+    std::optional<TensorSet> predicted_;  // the newest version's prediction, when it is predicted
     std::map<int64_t, TensorSet> snapshots_;  // older versions still to be used
     std::map<int64_t, int64_t> uses_left_;    // forwards and backwards still to come, per version
     std::map<int64_t, int64_t> stale_of_step_;  // optimizer step -> the older version its gradient used
     int peak_ = 1;
+
+    // After the master holds W_newest_: its prediction, if it is a predicted version.
+    void predict_newest();
 };
 
 }  // namespace nb

@@ -69,9 +69,11 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--lr-decay-iters", o.lr.decay_iters, "Steps over which to decay (default: all steps)");
     sub.add_option("--lr-wsd-decay-iters", o.lr.wsd_decay_iters, "Final decay steps of WSD (default: 20%)");
     add_optimizer_flags(sub, o.optimizer);
-    sub.add_option("--delay-fix", f.delay_fix, kDelayFixKinds.choices_text() + "; 2bw only")
+    sub.add_option("--delay-fix", f.delay_fix, kDelayFixKinds.choices_text() + ", or a comma list; 2bw only")
         ->capture_default_str();
     sub.add_option("--taylor-lambda", o.delay_fix.taylor_lambda, "taylor: lambda of g + lambda g*g*(W - W_stale)")
+        ->capture_default_str();
+    sub.add_option("--predict-lambda", o.delay_fix.predict_lambda, "predict: lambda of W_hat = W - lambda u_last")
         ->capture_default_str();
     sub.add_option("--sync-start", o.sync_start, "2bw/pipedream: run the first K optimizer steps synchronously")
         ->capture_default_str();
@@ -142,7 +144,7 @@ TrainOptions resolve_train_flags(const TrainFlags& f) {
     o.schedule = parse_schedule_kind(f.schedule);
     o.clip_scope = f.clip_scope.empty() ? clip_scope_of(o.schedule) : parse_clip_scope(f.clip_scope);
     o.lr.decay_style = parse_lr_decay_style(f.lr_decay_style);
-    o.delay_fix.kind = parse_delay_fix_kind(f.delay_fix);
+    o.delay_fix = parse_delay_fixes(f.delay_fix, o.delay_fix);
     o.kill_during = parse_kill_point(f.kill_during);
     resolve_cut_flags(f.cut, o);
     return o;

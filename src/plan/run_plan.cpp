@@ -28,6 +28,9 @@ void check_each_flag(const TrainOptions& o, int64_t optimizer_steps) {
     if (o.distributed_optimizer && o.data_parallel_size == 1)
         throw UsageError("--use-distributed-optimizer shards the optimizer state over the replicas: give "
                          "--data-parallel-size D > 1");
+    if (o.distributed_optimizer && o.delay_fix.predict)
+        throw UsageError("--delay-fix predict with --use-distributed-optimizer is not built yet: each replica predicts "
+                         "its whole stage, and an owner holds the last update of its own shard only");
     if (o.global_batch_size != 0 && o.global_batch_size != o.microbatches_per_iter() * o.micro_batch_size)
         throw UsageError(fmt::format("--global-batch-size {} is not --data-parallel-size {} x --num-microbatches {} x "
                                      "--micro-batch-size {} = {}",
@@ -64,9 +67,9 @@ void check_clip_scope_and_ties(const TrainOptions& o) {
 // The mitigations act on 2bw's one-step delay; the synchronous steps exist only in asynchronous schedules.
 void check_delay_mitigations(const TrainOptions& o) {
     const std::string_view schedule = schedule_kind_name(o.schedule);
-    if (o.delay_fix.kind != DelayFixKind::none && o.schedule != ScheduleKind::two_bw)
+    if (o.delay_fix.any() && o.schedule != ScheduleKind::two_bw)
         throw UsageError(fmt::format(
-            "--delay-fix {} applies to --schedule 2bw only, not {}: {}", delay_fix_kind_name(o.delay_fix.kind),
+            "--delay-fix {} applies to --schedule 2bw only, not {}: {}", o.delay_fix.name(),
             schedule,
             is_asynchronous(o.schedule) ? "pipedream's delay differs per stage and no per-stage rule is defined yet"
                                         : "a synchronous schedule has no stale gradient to correct"));

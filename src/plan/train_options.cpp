@@ -16,7 +16,7 @@ KillPoint parse_kill_point(std::string_view name) { return kKillPoints.parse(nam
 
 std::string TrainOptions::describe_update_rule() const {
     std::string rule = "--optimizer " + optimizer.name;
-    if (delay_fix.kind != DelayFixKind::none) rule += fmt::format(" --delay-fix {}", delay_fix_kind_name(delay_fix.kind));
+    if (delay_fix.any()) rule += fmt::format(" --delay-fix {}", delay_fix.name());
     if (sync_start > 0) rule += fmt::format(" --sync-start {}", sync_start);
     if (sync_cooldown > 0) rule += fmt::format(" --sync-cooldown {}", sync_cooldown);
     return rule;

@@ -118,12 +118,13 @@ float forward_backward(Ops& ops, std::vector<std::unique_ptr<Stage>>& stages,
     return loss;
 }
 
-// Evaluation: forward only, every stage with its newest version.
-float forward_loss(Ops& ops, const std::vector<std::unique_ptr<Stage>>& stages, const WeightHistory& history,
+// Evaluation: forward only, every stage with its newest weights (`weights`: its master's compute weights, never a
+// --delay-fix predict prediction).
+float forward_loss(Ops& ops, const std::vector<std::unique_ptr<Stage>>& stages, const std::vector<TensorSet>& weights,
                    const Microbatch& batch) {
     Tensor x;
     for (size_t s = 0; s < stages.size(); ++s) {
-        LayerContext ctx{ops, history.newest_weights(static_cast<int>(s)), nullptr, batch};
+        LayerContext ctx{ops, weights[s], nullptr, batch};
         x = stage_forward(stages[s]->model, ctx, x, nullptr);
     }
     return x.f32()[0];
@@ -185,7 +186,7 @@ public:
           history_(static_cast<int>(cut.size())),
           lr_(o.lr, sync_.total),
           reader_(o) {
-        for (int s = 0; s < num_stages(); ++s) history_.add(s, 0, compute_snapshot(ops_, stage(s).model.layout(), stage(s).master));
+        for (int s = 0; s < num_stages(); ++s) history_.add(s, 0, version_snapshot(s, 0));
     }
 
     int num_stages() const { return static_cast<int>(stages_.size()); }
@@ -256,14 +257,16 @@ public:
             std::map<int64_t, TensorSet> versions =
                 saved_versions(files.by_name, st.model.layout(), ops_.activation_dtype(), ops_.device(), files.source);
             restore_stage_state(st, files.by_name, files.steps_taken, files.source);
-            versions.emplace(files.steps_taken, compute_snapshot(ops_, st.model.layout(), st.master));
+            versions.emplace(files.steps_taken, version_snapshot(s, files.steps_taken));
             history_.replace(s, std::move(versions));
         }
     }
 
     double validation_loss(BatchLoader& val) {
+        std::vector<TensorSet> newest;
+        for (auto& st : stages_) newest.push_back(make_compute_weights(ops_, st->model.layout(), st->master));
         return nb::validation_loss(val, o_, ops_.device(),
-                                   [&](const Microbatch& mb) { return forward_loss(ops_, stages_, history_, mb); });
+                                   [&](const Microbatch& mb) { return forward_loss(ops_, stages_, newest, mb); });
     }
 
 private:
@@ -308,7 +311,18 @@ private:
     // never holds more than the schedule needs.
     void advance_history(int s, int64_t step) {
         history_.drop_older_than(s, version_of(s, step + 1));
-        history_.add(s, step + 1, compute_snapshot(ops_, stage(s).model.layout(), stage(s).master));
+        history_.add(s, step + 1, version_snapshot(s, step + 1));
+    }
+
+    // W_version of stage s from its master, which holds it now: the compute weights, or under --delay-fix predict,
+    // where only asynchronous steps use the version (version >= 1 and step `version` asynchronous: 2bw's step
+    // t uses W_{t-1}), their prediction W_version - lambda u_{version-1} (optim/delay_fix.h).
+    TensorSet version_snapshot(int s, int64_t version) {
+        Stage& st = stage(s);
+        TensorSet weights = compute_snapshot(ops_, st.model.layout(), st.master);
+        if (o_.delay_fix.predict && version >= 1 && !is_synchronous_step(schedule_, version, sync_))
+            st.optimizer.predict_weights(ops_, st.model.layout(), st.master, weights);
+        return weights;
     }
 
     int64_t version_of(int s, int64_t step) const { return weight_version(schedule_, s, num_stages(), step, sync_); }

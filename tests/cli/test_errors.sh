@@ -83,7 +83,13 @@ expect_error 2 "ns-steps 0 must be >= 1" "${T[@]}" --optimizer muon --ns-steps 0
 expect_error 2 "precondition-frequency 0 must be >= 1" "${T[@]}" --optimizer soap --precondition-frequency 0
 expect_error 2 "momentum does not apply to --optimizer adamw" "${T[@]}" --momentum 0.9
 expect_error 2 "adam-lr does not apply to --optimizer lion" "${T[@]}" --optimizer lion --adam-lr 1e-3
-expect_error 2 "unknown --delay-fix 'magic' (valid: none, ef, taylor)" "${T[@]}" --delay-fix magic
+expect_error 2 "unknown --delay-fix 'magic' (valid: none, ef, taylor, predict)" "${T[@]}" --delay-fix magic
+expect_error 2 "delay-fix 'ef,taylor': ef and taylor both correct the step; choose one" "${T[@]}" --schedule 2bw --delay-fix ef,taylor
+expect_error 2 "delay-fix 'none,predict': none stands alone" "${T[@]}" --schedule 2bw --delay-fix none,predict
+expect_error 2 "delay-fix 'predict,predict' names predict twice" "${T[@]}" --schedule 2bw --delay-fix predict,predict
+expect_error 2 "delay-fix ef,predict applies to --schedule 2bw only, not pipedream" "${T[@]}" --schedule pipedream --delay-fix ef,predict
+expect_error 2 "predict-lambda -1 must be >= 0" "${T[@]}" --schedule 2bw --delay-fix predict --predict-lambda -1
+expect_error 2 "delay-fix predict with --use-distributed-optimizer is not built yet" "${T[@]}" --schedule 2bw --delay-fix predict --data-parallel-size 2 --use-distributed-optimizer
 expect_error 2 "delay-fix ef applies to --schedule 2bw only, not 1f1b" "${T[@]}" --delay-fix ef
 expect_error 2 "delay-fix taylor applies to --schedule 2bw only, not pipedream" "${T[@]}" --schedule pipedream --delay-fix taylor
 expect_error 2 "taylor-lambda -1 must be >= 0" "${T[@]}" --schedule 2bw --delay-fix taylor --taylor-lambda -1
@@ -105,7 +111,7 @@ expect_list() {
 }
 expect_list optimizers "adamw muon lion adan mars soap"
 expect_list schedules "gpipe 1f1b 2bw pipedream zb-h1 zb-v"
-expect_list delay-fixes "none ef taylor"
+expect_list delay-fixes "none ef taylor predict"
 expect_list lr-decay-styles "constant linear cosine wsd"
 expect_list clip-scopes "global stage"
 expect_list pipeline-cuts "cost params"

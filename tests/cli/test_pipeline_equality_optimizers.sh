@@ -2,13 +2,13 @@
 # The pipeline against its oracle for every optimizer and every delay mitigation (docs/DESIGN.md section 2, "The
 # oracle"; test_pipeline_equality.sh does the same for the schedules with AdamW). On the 5-layer model, 6 iterations:
 #   1. every optimizer under every schedule (as `nobubble --list` names them), P = 3, m = 3;
-#   2. every --delay-fix but none (ef, taylor: 2bw only) for P in {2, 3, 4} and m in {P, 2P}, the optimizer
-#      rotating so each one meets both fixes;
-#   3. --sync-start / --sync-cooldown with 2bw (with ef) and pipedream, P in {2, 4};
+#   2. every --delay-fix but none (ef, taylor, predict: 2bw only) for P in {2, 3, 4} and m in {P, 2P}, the
+#      optimizer rotating so each one meets every fix; the lists ef,predict and taylor,predict at P in {2, 3};
+#   3. --sync-start / --sync-cooldown with 2bw (with ef, and with ef,predict at P = 2) and pipedream, P in {2, 4};
 # each run as `nobubble reference`, as `nobubble train --stages P` (in-process) and, with MPI, as
 # `mpirun -np P nobubble train`: the same final weights, optimizer state (delay-fix state included), validation
-# loss and weight versions held. Then checks that the mitigations do something: none, ef and taylor end on
-# three different weights; 2bw with every step synchronous (--sync-start = the run) is 1f1b's run exactly.
+# loss and weight versions held. Then checks that the mitigations do something: none, ef, taylor, predict and
+# ef,predict end on five different weights; 2bw with every step synchronous (--sync-start = the run) is 1f1b's run exactly.
 source "$(dirname "$0")/lib.sh"
 make_corpus "$WORK/corpus.txt"
 FLAGS=(--data "$WORK/corpus.txt" "${TINY_FLAGS[@]}" --num-layers 5 --untie-embeddings-and-output-weights
@@ -36,8 +36,16 @@ for fix in "${DELAY_FIXES[@]}"; do
       opt=${OPTIMIZERS[$((k % ${#OPTIMIZERS[@]}))]}
       k=$((k + 1))
       check_against_reference "2bw_${fix}_${opt}_p${p}_m${m}" "$p" --schedule 2bw --delay-fix "$fix" --taylor-lambda 0.5 \
-        --optimizer "$opt" --num-microbatches "$m"
+        --predict-lambda 0.5 --optimizer "$opt" --num-microbatches "$m"
     done
+  done
+done
+for fixes in ef,predict taylor,predict; do
+  for p in 2 3; do
+    opt=${OPTIMIZERS[$((k % ${#OPTIMIZERS[@]}))]}
+    k=$((k + 1))
+    check_against_reference "2bw_${fixes/,/_}_${opt}_p${p}" "$p" --schedule 2bw --delay-fix "$fixes" \
+      --taylor-lambda 0.5 --optimizer "$opt" --num-microbatches "$p"
   done
 done
 
@@ -46,6 +54,9 @@ for p in 2 4; do
     id=$(echo "$sync" | tr -d ' -')
     # shellcheck disable=SC2086
     check_against_reference "2bw_ef_${id}_p${p}" "$p" --schedule 2bw --delay-fix ef --num-microbatches "$p" $sync
+    # shellcheck disable=SC2086
+    [ "$p" = 2 ] && check_against_reference "2bw_ef_predict_${id}_p${p}" "$p" --schedule 2bw --delay-fix ef,predict \
+      --num-microbatches "$p" $sync
     # shellcheck disable=SC2086
     check_against_reference "pipedream_${id}_p${p}" "$p" --schedule pipedream --optimizer lion --num-microbatches "$p" $sync
   done
@@ -56,10 +67,14 @@ echo "matrix: $((SECONDS - start)) s"
 none=$(hash_of "$WORK/ref_adamw_2bw.log")
 run ef_p3 "$NB" reference "${FLAGS[@]}" --schedule 2bw --num-microbatches 3 --stages 3 --delay-fix ef
 run taylor_p3 "$NB" reference "${FLAGS[@]}" --schedule 2bw --num-microbatches 3 --stages 3 --delay-fix taylor
-ef=$(hash_of "$WORK/ef_p3.log")
-taylor=$(hash_of "$WORK/taylor_p3.log")
-[ -n "$none" ] && [ -n "$ef" ] && [ -n "$taylor" ] && [ "$none" != "$ef" ] && [ "$none" != "$taylor" ] \
-  && [ "$ef" != "$taylor" ] && pass "none, ef and taylor differ" || fail "none $none ef $ef taylor $taylor"
+run predict_p3 "$NB" reference "${FLAGS[@]}" --schedule 2bw --num-microbatches 3 --stages 3 --delay-fix predict
+run ef_predict_p3 "$NB" reference "${FLAGS[@]}" --schedule 2bw --num-microbatches 3 --stages 3 --delay-fix ef,predict
+hashes=("$none" "$(hash_of "$WORK/ef_p3.log")" "$(hash_of "$WORK/taylor_p3.log")" "$(hash_of "$WORK/predict_p3.log")"
+        "$(hash_of "$WORK/ef_predict_p3.log")")
+distinct=$(printf '%s\n' "${hashes[@]}" | grep -c . | tr -d ' ')
+unique=$(printf '%s\n' "${hashes[@]}" | grep . | sort -u | wc -l | tr -d ' ')
+[ "$distinct" = 5 ] && [ "$unique" = 5 ] && pass "none, ef, taylor, predict and ef,predict differ" \
+  || fail "none, ef, taylor, predict, ef,predict: ${hashes[*]}"
 
 # Every step synchronous: 2bw is 1f1b, and ef (which acts on asynchronous steps only) changes nothing. Without
 # clipping, since 1f1b clips globally and 2bw per stage.

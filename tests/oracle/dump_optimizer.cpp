@@ -3,8 +3,8 @@
 // (the shared reader and comparison are tests/oracle/optim_oracle.py).
 //
 //   dump_optimizer --workdir DIR --optimizer NAME --lr PEAK [--steps N] [--seed S] [--grad-scale X] [flags]
-//   dump_optimizer --mode delay_fix --workdir DIR --lr PEAK --delay-fix none|ef|taylor [--taylor-lambda L]
-//                  [--sync-steps K] [--steps N] [--seed S] [hyperparameter flags]
+//   dump_optimizer --mode delay_fix --workdir DIR --lr PEAK --delay-fix none|ef|taylor|predict|ef,predict|...
+//                  [--taylor-lambda L] [--predict-lambda L] [--sync-steps K] [--steps N] [--seed S] [hyperparameter flags]
 //
 // Hyperparameter flags are the command line's (--beta1 --beta2 --beta3 --eps --weight-decay --momentum
 // --nesterov true|false --ns-steps --gamma --precondition-frequency --shampoo-beta --adam-lr --adam-beta1
@@ -18,7 +18,8 @@
 // whose gradient a * (W - c) is computed here in float32 as a * (W - c). Steps k < --sync-steps are synchronous
 // (the gradient at W_k, asynchronous = false); the others simulate 2BW: the gradient is computed at W_{k-1}
 // (at W_0 for k = 0) and DelayFix::step gets asynchronous = true and those stale weights (nullptr for k = 0, whose
-// gradient was computed at W_k itself).
+// gradient was computed at W_k itself). With predict, W_{k-1} is its prediction W_{k-1} - lambda u_{k-2}
+// (DelayFix::predict_weights) where step k - 1 was asynchronous too and k - 1 >= 1.
 //
 // Files in DIR, raw little-endian float32:
 //   weights_init.f32, grads_<k>.f32 (optimizer mode), weights_final.f32: all parameters concatenated in layout order;
@@ -152,7 +153,8 @@ Args parse_args(int argc, char** argv) {
         else if (flag == "--steps") a.steps = parse_int(flag, v);
         else if (flag == "--seed") a.seed = static_cast<unsigned>(parse_int(flag, v));
         else if (flag == "--grad-scale") a.grad_scale = parse_float(flag, v);
-        else if (flag == "--delay-fix") a.delay_fix.kind = nb::parse_delay_fix_kind(v);
+        else if (flag == "--delay-fix") a.delay_fix = nb::parse_delay_fixes(v, a.delay_fix);
+        else if (flag == "--predict-lambda") a.delay_fix.predict_lambda = parse_float(flag, v);
         else if (flag == "--taylor-lambda") a.delay_fix.taylor_lambda = parse_float(flag, v);
         else if (flag == "--sync-steps") a.sync_steps = parse_int(flag, v);
         else if (const OptimizerFlag* f = find_optimizer_flag(flag))
@@ -307,14 +309,22 @@ void run_delay_fix(const Args& args) {
         return out;
     };
 
-    TensorSet previous = copy_of(master);  // W_{k-1} (W_0 at k = 0)
+    // The versions as the steps use them: `current` is W_k, `previous` W_{k-1} (W_0 at k = 0); under predict a
+    // version that an asynchronous step uses (k >= 1, step k asynchronous) is made as its prediction the moment it
+    // exists (the fix then holds u_{k-1}).
+    auto version_made = [&](int k) {
+        TensorSet w = copy_of(master);
+        if (args.delay_fix.predict && k >= 1 && k >= args.sync_steps) fix.predict_weights(ops, master, w);
+        return w;
+    };
+    TensorSet current = version_made(0), previous = copy_of(current);
     for (int k = 0; k < args.steps; ++k) {
         const bool asynchronous = k >= args.sync_steps;
         TensorSet grads = gradient_at(asynchronous ? previous : master);
         const TensorSet* stale = asynchronous && k > 0 ? &previous : nullptr;
-        TensorSet before = copy_of(master);
         fix.step(ops, *optimizer, layout, master, grads, lrs[static_cast<size_t>(k)], asynchronous, stale);
-        previous = std::move(before);
+        previous = std::move(current);
+        current = version_made(k + 1);
     }
     write_set(args.workdir + "/weights_final.f32", master);
 
@@ -323,7 +333,8 @@ void run_delay_fix(const Args& args) {
     Manifest m;
     m.add("mode", "\"delay_fix\"");
     m.add("optimizer", json_string(optimizer->name()));
-    m.add("delay_fix", json_string(std::string(nb::delay_fix_kind_name(args.delay_fix.kind))));
+    m.add("delay_fix", json_string(args.delay_fix.name()));
+    m.add("predict_lambda", fmt::format("{:.9g}", args.delay_fix.predict_lambda));
     m.add("taylor_lambda", fmt::format("{:.9g}", args.delay_fix.taylor_lambda));
     m.add("sync_steps", std::to_string(args.sync_steps));
     m.add("steps", std::to_string(args.steps));

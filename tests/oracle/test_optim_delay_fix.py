@@ -1,4 +1,5 @@
-"""Oracle for the delay fixes (optim/delay_fix.cpp, --delay-fix none | ef | taylor) around AdamW, replayed in torch.
+"""Oracle for the delay fixes (optim/delay_fix.cpp, --delay-fix none | ef | taylor | predict and the lists ef,predict,
+taylor,predict) around AdamW, replayed in torch.
 
     /usr/bin/python3 tests/oracle/test_optim_delay_fix.py --dump <dump_optimizer> --nobubble <ignored> --workdir <dir>
 
@@ -16,6 +17,10 @@ norm gains: param groups) as the inner optimizer. u_k = W_k - AdamW_step(W_k, g_
            Feedback. Synchronous steps update plainly, and their u_k still feeds the next step's u_{k-1})
   taylor:  g~ = g + lambda * g * g * (W_k - W_stale), then a plain AdamW step with g~   (DC-ASGD's first-order
            compensation; asynchronous steps with stale weights only)
+  predict: the asynchronous step k takes its gradient at W_hat_{k-1} = W_{k-1} - lambda_p * u_{k-2} instead of
+           W_{k-1} (weight prediction: the newest known update as the estimate of the one in flight), where
+           k - 1 >= 1 and step k - 1 was asynchronous too (else at W_{k-1}: the version a synchronous step used);
+           the update rule is unchanged, and taylor's W_stale is then W_hat_{k-1}. With ef: both.
 
 Runs, 12 steps each, lr peak 1e-2 (warm-up + cosine):
   none_sync            all steps synchronous: must equal plain AdamW with fresh gradients
@@ -23,7 +28,9 @@ Runs, 12 steps each, lr peak 1e-2 (warm-up + cosine):
   ef, ef_sync_start    ef from step 0; ef after 3 synchronous steps
   taylor, taylor_sync_start   lambda 20 (AdamW normalises most of the compensation away: lambda 0.5 moves the
                        weights by only ~5e-5 of their size here, 20 by ~6e-3) from step 0; after 3 synchronous steps
-Compared: final weights, AdamW's exp_avg.* / exp_avg_sq.*, ef's ef_update.* (u of the last step); tolerance 1e-5.
+  predict, predict_sync_start, predict_half (lambda_p 0.5), ef_predict, ef_predict_sync_start, taylor_predict
+Compared: final weights, AdamW's exp_avg.* / exp_avg_sq.*, ef's ef_update.* or predict's last_update.* (u of the
+last step); tolerance 1e-5.
 Each fix must also move the weights measurably away from the unfixed run (else this test could not tell).
 """
 import torch
@@ -42,7 +49,7 @@ def gradient(a, c, w):
     return [ai * (wi - ci) for ai, wi, ci in zip(a, w, c)]
 
 
-def replay(case, kind, lam, sync_steps):
+def replay(case, kind, lam, sync_steps, predict=False, predict_lambda=1.0):
     a = oo.read_set(case.file(case.m["quad_a"]), case.params)
     c = oo.read_set(case.file(case.m["quad_c"]), case.params)
     w = oo.clones(case.weights_init)
@@ -54,6 +61,7 @@ def replay(case, kind, lam, sync_steps):
          {"params": [p for i, p in enumerate(params) if not case.decays(i)], "weight_decay": 0.0}],
         lr=case.lrs[0], betas=(r(BETAS[0]), r(BETAS[1])), eps=r(EPS), foreach=False)
     u_prev = [torch.zeros_like(t) for t in w]
+    current = w  # W_k as the steps use it (its prediction where one is made)
     for k in range(case.steps):
         asynchronous = k >= sync_steps
         g = gradient(a, c, prev if asynchronous else w)
@@ -73,43 +81,64 @@ def replay(case, kind, lam, sync_steps):
         else:
             new_w = stepped
         u_prev = u
-        prev, w = w, new_w
+        w = new_w
+        prev = current
+        if predict and k + 1 >= 1 and k + 1 >= sync_steps:
+            current = [wi - predict_lambda * ui for wi, ui in zip(w, u)]  # W_hat_{k+1} = W_{k+1} - lambda_p u_k
+        else:
+            current = w
     state = {}
     for i, (name, p) in enumerate(zip(case.names, params)):
         state[f"exp_avg.{name}"] = opt.state[p]["exp_avg"]
         state[f"exp_avg_sq.{name}"] = opt.state[p]["exp_avg_sq"]
         if kind == "ef":
             state[f"ef_update.{name}"] = u_prev[i]
+        elif predict:
+            state[f"last_update.{name}"] = u_prev[i]
     return w, state
 
 
 def main():
     args = oo.parse_args(__doc__)
     checker = oo.Checker()
+    # label, kind (none | ef | taylor), taylor's lambda, synchronous steps, predict, predict's lambda
     runs = [
-        ("none_sync", "none", 0.04, STEPS),
-        ("none_async", "none", 0.04, 0),
-        ("ef", "ef", 0.04, 0),
-        ("ef_sync_start", "ef", 0.04, 3),
-        ("taylor", "taylor", 20.0, 0),
-        ("taylor_sync_start", "taylor", 20.0, 3),
+        ("none_sync", "none", 0.04, STEPS, False, 1.0),
+        ("none_async", "none", 0.04, 0, False, 1.0),
+        ("ef", "ef", 0.04, 0, False, 1.0),
+        ("ef_sync_start", "ef", 0.04, 3, False, 1.0),
+        ("taylor", "taylor", 20.0, 0, False, 1.0),
+        ("taylor_sync_start", "taylor", 20.0, 3, False, 1.0),
+        ("predict", "none", 0.04, 0, True, 1.0),
+        ("predict_sync_start", "none", 0.04, 3, True, 1.0),
+        ("predict_half", "none", 0.04, 0, True, 0.5),
+        ("ef_predict", "ef", 0.04, 0, True, 1.0),
+        ("ef_predict_sync_start", "ef", 0.04, 3, True, 1.0),
+        ("taylor_predict", "taylor", 20.0, 0, True, 1.0),
     ]
     unfixed = {}
-    for label, kind, lam, sync_steps in runs:
+    for label, kind, lam, sync_steps, predict, predict_lambda in runs:
+        fix = f"{kind},predict" if predict and kind != "none" else ("predict" if predict else kind)
         flags = ["--mode", "delay_fix", "--optimizer", "adamw", "--lr", LR, "--steps", STEPS,
                  "--beta1", BETAS[0], "--beta2", BETAS[1], "--eps", EPS, "--weight-decay", WD,
-                 "--delay-fix", kind, "--taylor-lambda", lam, "--sync-steps", sync_steps]
+                 "--delay-fix", fix, "--taylor-lambda", lam, "--predict-lambda", predict_lambda,
+                 "--sync-steps", sync_steps]
         case = oo.Case(args.dump, f"{args.workdir}/{label}", flags)
-        ref_weights, ref_state = replay(case, kind, lam, sync_steps)
+        ref_weights, ref_state = replay(case, kind, lam, sync_steps, predict, predict_lambda)
         checker.compare_case(label, case, ref_weights, ref_state)
-        # How far the fix moves the weights from the same run without it (the oracle's own two runs).
-        if kind == "none":
+        # How far the fix moves the weights from the same run without it (the oracle's own two runs), and
+        # predict beside ef or taylor from that rule alone.
+        if fix == "none":
             unfixed[sync_steps] = ref_weights
-        else:
-            base = unfixed.get(0) if sync_steps == 0 else replay(case, "none", lam, sync_steps)[0]
+            continue
+        bases = [("none", replay(case, "none", lam, sync_steps)[0])]
+        if predict and kind != "none":
+            bases.append((kind, replay(case, kind, lam, sync_steps)[0]))
+        for base_name, base in bases:
             effect = max(oo.relative_error(a, b) for a, b in zip(ref_weights, base))
             ok = effect > 100 * checker.tolerance
-            checker.record(label, f"effect of {kind} vs none (must be > {100 * checker.tolerance:g})", effect, ok)
+            checker.record(label, f"effect of {fix} vs {base_name} (must be > {100 * checker.tolerance:g})",
+                           effect, ok)
     # The synchronous and the stale runs must differ too, or the 2BW simulation would not be exercised.
     effect = max(oo.relative_error(a, b) for a, b in zip(unfixed[STEPS], unfixed[0]))
     checker.record("none_async", f"stale vs fresh gradients (must be > {100 * checker.tolerance:g})", effect,

@@ -64,24 +64,42 @@ TEST_CASE("a stage's weights, gradients and AdamW state are 4, 4 and 8 bytes per
     CHECK(m.optimizer_bytes == allocated_state_bytes(state.optimizer));
 }
 
-TEST_CASE("every optimizer's state estimate equals what it allocates, on every stage of a cut, with and without ef") {
+TEST_CASE("every optimizer's state estimate equals what it allocates, on every stage of a cut, with every fix") {
     TrainOptions o = small_options();
     for (const std::string_view name : optimizer_names())
-        for (const DelayFixKind fix : {DelayFixKind::none, DelayFixKind::ef})
+        for (const std::string_view fix : {"none", "ef", "taylor", "predict", "ef,predict"})
             for (const StageSpec& spec : partition_model(o.model, 3)) {
                 CAPTURE(name);
-                CAPTURE(delay_fix_kind_name(fix));
+                CAPTURE(fix);
                 CAPTURE(spec.first_block);
                 o.optimizer = OptimizerConfig{};
                 o.optimizer.name = std::string(name);
-                o.delay_fix.kind = fix;
+                o.delay_fix = parse_delay_fixes(fix);
                 const ParamLayout layout = layout_of(o, spec);
                 StageOptimizer real(o.optimizer, o.delay_fix, layout, o.lr.lr, Device::cpu, o.model.moe.bias_update_rate);
                 CHECK(stage_optimizer_state_bytes(o.optimizer, o.delay_fix, layout) == allocated_state_bytes(real));
-                const int64_t ef = fix == DelayFixKind::ef ? 4 * layout.total_numel() : 0;
+                // ef's u_{t-1}, or predict's last update: one f32 buffer, shared when both are on.
+                const int64_t ef = fix != "none" && fix != "taylor" ? 4 * layout.total_numel() : 0;
                 CHECK(stage_optimizer_state_bytes(o.optimizer, o.delay_fix, layout) ==
                       optimizer_state_bytes(o.optimizer, layout) + ef);
             }
+}
+
+TEST_CASE("predict's estimate adds the prediction's compute copy to the weights and its last update to the state") {
+    TrainOptions o = small_options();
+    const StageSpec whole = whole_model_spec(o.model);
+    const ParamLayout layout = layout_of(o, whole);
+    const int64_t params = layout.total_numel();
+    for (const DType dtype : {DType::f32, DType::bf16}) {
+        CAPTURE(dtype_name(dtype));
+        o.delay_fix = parse_delay_fixes("none");
+        const StageMemory plain = estimate_stage_memory(o, whole, layout, StageLoad{2, 1}, dtype);
+        o.delay_fix = parse_delay_fixes("predict");
+        const StageMemory predicted = estimate_stage_memory(o, whole, layout, StageLoad{2, 1}, dtype);
+        CHECK(predicted.weights_bytes - plain.weights_bytes == static_cast<int64_t>(dtype_bytes(dtype)) * params);
+        CHECK(predicted.optimizer_bytes - plain.optimizer_bytes == 4 * params);
+        CHECK(predicted.versions_bytes == plain.versions_bytes);
+    }
 }
 
 TEST_CASE("SOAP's estimate leaves out the sides longer than max_precond_dim, as its constructor does") {
