@@ -9,10 +9,13 @@ points, and writes under RUN_DIR/report/:
   bubble.png        measured bubble per schedule against the analytic (P-1)/(m+P-1) and nobubble schedule's
                     simulation (forward 1, backward 2)
   val_loss.png      validation loss against tokens trained, per schedule and optimizer (train points)
+  val_loss_time.png validation loss against wall-clock seconds (each metrics record's elapsed_s)
   stage_busy.png    per stage, the share of the run spent computing (forward, backward, optimizer), in
                     transfers, waiting for a peer, evaluating, and otherwise idle (from each train point's trace)
-  table.md          the table (also printed), with the 2bw / 1f1b tokens/s ratio of each pair
-  index.html        one self-contained page: the table and the four charts inline
+  table.md          the table (also printed), with the 2bw / 1f1b tokens/s ratio of each pair, and the time to a
+                    target loss: per train point, the seconds it took to first reach the final validation loss of
+                    the synchronous run of its optimizer (or "not reached")
+  index.html        one self-contained page: the tables and the five charts inline
 The last line printed is the page's path.
 """
 import base64
@@ -170,7 +173,7 @@ def chart_val_loss(run_dir, rows, path):
     train = [r for r in rows if r["kind"] == "train" and r["status"] == "ok"]
     curves = []
     for r in train:
-        points = [(m["step"] * r["tokens_per_step"], m["val_loss"]) for m in read_metrics(run_dir, r) if "val_loss" in m]
+        points = val_curve(run_dir, r, "tokens")
         if points:
             curves.append((label(r), points))
     if not curves:
@@ -181,6 +184,75 @@ def chart_val_loss(run_dir, rows, path):
     return finish_chart(fig, ax, path, "validation loss (nats per token)",
                         "Validation loss per schedule and optimizer (same model, data and seed)",
                         xlabel="tokens trained", grid_axis="both")
+
+
+def val_curve(run_dir, r, x_key):
+    """(x, val_loss) of a train point's evaluated iterations; x: tokens trained or elapsed seconds."""
+    points = []
+    for m in read_metrics(run_dir, r):
+        if "val_loss" not in m:
+            continue
+        if x_key == "tokens":
+            points.append((m["step"] * r["tokens_per_step"], m["val_loss"]))
+        elif "elapsed_s" in m:  # metrics of runs from before the clock was kept have none
+            points.append((m["elapsed_s"], m["val_loss"]))
+    return points
+
+
+def chart_val_loss_time(run_dir, rows, path):
+    train = [r for r in rows if r["kind"] == "train" and r["status"] == "ok"]
+    curves = [(label(r), val_curve(run_dir, r, "seconds")) for r in train]
+    curves = [(name, points) for name, points in curves if points]
+    if not curves:
+        return False
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for name, points in curves:
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3, label=name)
+    return finish_chart(fig, ax, path, "validation loss (nats per token)",
+                        "Validation loss against wall-clock time (same model, data and seed)",
+                        xlabel="seconds since the run began", grid_axis="both")
+
+
+SYNCHRONOUS = ("gpipe", "1f1b", "zb-h1", "zb-v")
+
+
+def first_time_at(curve, loss):
+    """The first elapsed second of (seconds, val_loss) points whose loss is <= `loss`; None if none is."""
+    return next((t for t, value in curve if value <= loss), None)
+
+
+def seconds_text(seconds):
+    return "%.2f" % seconds if seconds is not None else "not reached"
+
+
+def time_to_target(run_dir, rows):
+    """Markdown: per train point, the seconds until its validation loss first reached the target, the final
+    validation loss of the synchronous run (first in the grid) with the same optimizer and shape; and its own
+    final loss's time beside the seconds the synchronous run needed to reach that loss."""
+    train = [r for r in rows if r["kind"] == "train" and r["status"] == "ok"]
+    lines = []
+    for r in train:
+        sync = next((s for s in train if s["schedule"] in SYNCHRONOUS and s["optimizer"] == r["optimizer"]
+                     and shape(s) == shape(r) and s["final_val_loss"] is not None), None)
+        if sync is None:
+            continue
+        # Its last evaluation in full precision (the CSV's final_val_loss is rounded to 4 digits).
+        sync_curve = val_curve(run_dir, sync, "tokens")
+        target = sync_curve[-1][1] if sync_curve else sync["final_val_loss"]
+        curve = val_curve(run_dir, r, "seconds")
+        reached = first_time_at(curve, target)
+        # The other way round: when the synchronous run got down to this run's final loss, against this run's
+        # own time (which of the two got there sooner).
+        final = curve[-1] if curve else None
+        sync_at_final = first_time_at(val_curve(run_dir, sync, "seconds"), final[1]) if final else None
+        if not lines:
+            lines = ["| point | target (sync final val loss) | seconds to reach it | final val loss | its seconds |"
+                     " sync's seconds to that loss |",
+                     "|---|---:|---:|---:|---:|---:|"]
+        lines.append(f'| {label(r)} {shape(r)} | {target:.4f} ({sync["schedule"]}) | {seconds_text(reached)} | '
+                     f'{fmt(r["final_val_loss"], "%.4f")} | {seconds_text(final[0] if final else None)} | '
+                     f'{seconds_text(sync_at_final)} |')
+    return "\n".join(lines)
 
 
 def stage_shares(trace_path):
@@ -269,12 +341,17 @@ def inline_png(path):
         return base64.b64encode(f.read()).decode()
 
 
-def write_html(path, run_dir, table_md, ratios, charts):
+def write_html(path, run_dir, table_md, ratios, target_md, charts):
     body = [f"<h1>nobubble comparison: {os.path.basename(os.path.abspath(run_dir))}</h1>",
             "<p>From <code>grid.csv</code> (run/compare.sh) and the metrics and traces of its train points. "
             "Bubble: the share of each stage's time it was not computing, averaged over stages.</p>",
             markdown_table_html(table_md)]
     body += [f"<p>{r}</p>" for r in ratios]
+    if target_md:
+        body += ["<h2>Time to the synchronous run's final validation loss</h2>",
+                 "<p>Seconds since the run began (its metrics' elapsed_s, evaluation included) until the validation "
+                 "loss first reached the final validation loss of the synchronous run of the same optimizer.</p>",
+                 markdown_table_html(target_md)]
     for title, png in charts:
         body.append(f'<h2>{title}</h2><img alt="{title}" src="data:image/png;base64,{inline_png(png)}">')
     with open(path, "w") as f:
@@ -305,19 +382,26 @@ def main():
                               ("Bubble: measured, analytic, simulated", "bubble.png", lambda p: chart_bubble(rows, p)),
                               ("Validation loss against tokens", "val_loss.png",
                                lambda p: chart_val_loss(run_dir, rows, p)),
+                              ("Validation loss against wall-clock time", "val_loss_time.png",
+                               lambda p: chart_val_loss_time(run_dir, rows, p)),
                               ("Per-stage busy and wait (trace)", "stage_busy.png",
                                lambda p: chart_stage_busy(run_dir, rows, p))):
         path = os.path.join(report, name)
         if make(path):
             charts.append((title, path))
     table_md, ratios = table(rows)
+    target_md = time_to_target(run_dir, rows)
     with open(os.path.join(report, "table.md"), "w") as f:
         f.write(table_md + "\n\n" + "\n".join(f"- {r}" for r in ratios) + "\n")
+        if target_md:
+            f.write("\nTime to the synchronous run's final validation loss:\n\n" + target_md + "\n")
     index = os.path.join(report, "index.html")
-    write_html(index, run_dir, table_md, ratios, charts)
+    write_html(index, run_dir, table_md, ratios, target_md, charts)
     print(table_md)
     for r in ratios:
         print(r)
+    if target_md:
+        print(target_md)
     print("charts: " + " ".join(os.path.basename(p) for _, p in charts))
     print(f"report: {index}")
 

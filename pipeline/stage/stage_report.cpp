@@ -59,12 +59,12 @@ StageFinal StageFinal::from_values(const std::vector<double>& v) {
     return {static_cast<int64_t>(v[0]), v[1], v[2], v[3], static_cast<int64_t>(v[4])};
 }
 
-// Layout: bytes, steps_taken, data_epoch, data_index, then the sha256's hex digits as their character codes.
+// Layout: bytes, steps_taken, data_epoch, data_index, clock_s, then the sha256's hex digits as their character codes.
 // Every number is an integer below 2^53, so the doubles hold it exactly.
 std::vector<double> CheckpointReport::to_values() const {
     if (sha256.size() != 64) throw std::logic_error(fmt::format("a checkpoint report with a {}-digit sha256", sha256.size()));
     std::vector<double> v = {static_cast<double>(bytes), static_cast<double>(steps_taken),
-                             static_cast<double>(data_epoch), static_cast<double>(data_index)};
+                             static_cast<double>(data_epoch), static_cast<double>(data_index), clock_s};
     for (const char c : sha256) v.push_back(static_cast<double>(static_cast<unsigned char>(c)));
     return v;
 }
@@ -72,8 +72,8 @@ std::vector<double> CheckpointReport::to_values() const {
 CheckpointReport CheckpointReport::from_values(const std::vector<double>& v) {
     if (v.size() != kValues) throw std::logic_error(fmt::format("a checkpoint report of {} values", v.size()));
     CheckpointReport r{static_cast<int64_t>(v[0]), static_cast<int64_t>(v[1]), static_cast<uint64_t>(v[2]),
-                       static_cast<uint64_t>(v[3]), {}};
-    for (size_t i = 4; i < v.size(); ++i) r.sha256.push_back(static_cast<char>(static_cast<int>(v[i])));
+                       static_cast<uint64_t>(v[3]), {}, v[4]};
+    for (size_t i = 5; i < v.size(); ++i) r.sha256.push_back(static_cast<char>(static_cast<int>(v[i])));
     return r;
 }
 

@@ -59,10 +59,11 @@ struct CheckpointReport {
     int64_t steps_taken = 0;  // the stage's optimizer steps so far
     uint64_t data_epoch = 0, data_index = 0;  // the training data's position at the checkpoint
     std::string sha256;
+    double clock_s = 0;  // the stage's clock when it wrote the file (its reports' wall times add up to it)
 
     std::vector<double> to_values() const;
     static CheckpointReport from_values(const std::vector<double>& values);
-    static constexpr size_t kValues = 4 + 64;
+    static constexpr size_t kValues = 5 + 64;
 };
 
 }  // namespace nb

@@ -617,7 +617,8 @@ bool StageRunner::save(const StageTask& task) {
         die_writing_half(dir + "/" + stage_file_name(stage_), file.joined());
     const CheckpointEntry entry = write_checkpoint_file(dir, stage_file_name(stage_), file.pieces());
     const LoaderPosition data = data_->train->position_after(step * o_.microbatches_per_iter() * o_.micro_batch_size);
-    const CheckpointReport r{entry.bytes, state_.optimizer.steps_taken(), data.epoch, data.index, entry.sha256};
+    const CheckpointReport r{entry.bytes, state_.optimizer.steps_taken(), data.epoch, data.index, entry.sha256,
+                             static_cast<double>(meter_.now_ns()) * 1e-9};
     transport_.send_values(0, {Channel::checkpoint, step}, r.to_values());
     return true;
 }

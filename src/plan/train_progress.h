@@ -30,6 +30,9 @@ struct IterationReport {
     double tokens_per_s = 0;
     double seconds = 0;       // the iteration's wall time, evaluation excluded
     double val_loss = -1;     // -1: not evaluated at this iteration
+    // Seconds since the run began at this iteration's end, evaluation and checkpoints included; a resumed run
+    // continues the clock of its checkpoint (-1: not measured).
+    double elapsed_s = -1;
 
     // Pipeline runs only (empty / -1 elsewhere: the single-process loop and the oracle print none of them):
     std::vector<double> stage_busy = {};  // per stage, compute time / wall time, 0..1 (pipeline/stage/stage_clock.h)
@@ -50,7 +53,7 @@ bool progress_line_due(const IterationReport& r, int64_t log_interval);
 // with the most uneven load (the largest max/mean, the lower block on a tie).
 std::string progress_line(const IterationReport& r);
 
-// step, loss[, aux_loss], lr, grad_norm, tokens_per_s[, val_loss][, stage_busy (array), bubble, act_mib (array)]
+// step, loss[, aux_loss], lr, grad_norm, tokens_per_s[, val_loss][, elapsed_s][, stage_busy (array), bubble, act_mib (array)]
 // [, moe_layers, moe_aux_loss, moe_load_max_over_mean, moe_idle_fraction (arrays, per MoE layer)].
 MetricsRecord metrics_record(const IterationReport& r);
 

@@ -85,9 +85,9 @@ std::string run_json(const TrainOptions& options, const SavedRun& saved) {
     return fmt::format(
         "{{\n    \"program\": {},\n    \"identity\": {{{}\n    }},\n    \"stages\": {},\n    \"cut\": {},\n"
         "    \"steps_taken\": {},\n    \"data\": {{\"epoch\": {}, \"index\": {}}},\n"
-        "    \"rng\": {{\"seed\": {}, \"data_order_epoch\": {}}}\n  }}",
+        "    \"rng\": {{\"seed\": {}, \"data_order_epoch\": {}}},\n    \"elapsed_s\": {:.6f}\n  }}",
         json_quote(kProgramVersion), id, saved.cut.size(), cut, steps, saved.data.epoch, saved.data.index,
-        options.seed, saved.data.epoch);
+        options.seed, saved.data.epoch, saved.elapsed_s);
 }
 
 // The saved identity against this run's: the first field that differs, with both values.
@@ -126,6 +126,8 @@ SavedRun read_saved_run(const LoadedCheckpoint& c, const std::string& source) {
     const auto& data = json_field(run, "data", source).object(source, "data");
     saved.data = {static_cast<uint64_t>(int_field(data, "epoch", source)),
                   static_cast<uint64_t>(int_field(data, "index", source))};
+    // The run's clock: absent from checkpoints written before it was kept (they restart it at 0).
+    if (const auto it = run.find("elapsed_s"); it != run.end()) saved.elapsed_s = it->second.number(source, "elapsed_s");
     const int64_t stages = int_field(run, "stages", source);
     if (saved.cut.empty() || static_cast<int64_t>(saved.cut.size()) != stages ||
         saved.steps_taken.size() != saved.cut.size())
@@ -216,11 +218,12 @@ StageFiles read_stage_files(const ResumePoint& resume, const StageSpec& stage) {
     return out;
 }
 
-void save_one_stage(const TrainOptions& options, int64_t step, StageState& stage, const LoaderPosition& data,
-                    std::FILE* log) {
+void save_one_stage(const TrainOptions& options, int64_t step, double elapsed_s, StageState& stage,
+                    const LoaderPosition& data, std::FILE* log) {
     const std::string dir = make_step_dir(options.save_dir, step);
     const CheckpointEntry entry = write_checkpoint_file(dir, stage_file_name(0), stage_state_pieces(stage).pieces());
-    complete_checkpoint(options, dir, {entry}, {step, {stage.model.spec()}, {stage.optimizer.steps_taken()}, data}, log);
+    complete_checkpoint(options, dir, {entry},
+                        {step, {stage.model.spec()}, {stage.optimizer.steps_taken()}, data, elapsed_s}, log);
 }
 
 ResumePoint load_one_stage(const TrainOptions& options, StageState& stage, std::FILE* log) {

@@ -46,6 +46,7 @@ struct SavedRun {
     std::vector<StageSpec> cut;        // the stages that wrote it
     std::vector<int64_t> steps_taken;  // per stage
     LoaderPosition data;
+    double elapsed_s = 0;  // the run's seconds at the checkpoint (IterationReport::elapsed_s); 0 in older ones
 };
 
 // --save DIR before the first step (src/core/save_dir_lock.h): DIR created, locked for this run, and room there for
@@ -83,7 +84,7 @@ StageFiles read_stage_files(const ResumePoint& resume, const StageSpec& stage);
 
 // The one-stage loops (the plain loop; `bench checkpoint`): `stage`'s checkpoint of `step`, its file then its
 // manifest; and its resume from --load, checked first, returning what the manifest says.
-void save_one_stage(const TrainOptions& options, int64_t step, StageState& stage, const LoaderPosition& data,
+void save_one_stage(const TrainOptions& options, int64_t step, double elapsed_s, StageState& stage, const LoaderPosition& data,
                     std::FILE* log);
 ResumePoint load_one_stage(const TrainOptions& options, StageState& stage, std::FILE* log);
 

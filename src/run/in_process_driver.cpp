@@ -73,7 +73,8 @@ PipelineSummary run_in_process(const PipelineSetup& setup, const ResumePoint* re
                 return runner;
             }));
     print_pipeline_header(log, setup, "in one process", ops->device(), runners[0]->train_windows());
-    ProgressCollector collector(setup, network.endpoint(0), runners[0]->stop_vote(), log);
+    ProgressCollector collector(setup, network.endpoint(0), runners[0]->stop_vote(), log,
+                                resume ? resume->saved.elapsed_s : 0.0);
     const auto origin = StageClock::Clock::now();
     for (auto& r : runners) r->start_clock(origin);
 

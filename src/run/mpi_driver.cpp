@@ -212,7 +212,8 @@ RankStage set_up(const PipelineSetup& setup, const ResumePoint* resume, RankTran
         }
         if (job_rank0)
             rs.collector = std::make_unique<ProgressCollector>(setup, transport_of(rs, transport, 0),
-                                                               rs.runners[0]->stop_vote(), log);
+                                                               rs.runners[0]->stop_vote(), log,
+                                                               resume ? resume->saved.elapsed_s : 0.0);
     });
     const auto origin = common_origin();
     for (auto& r : rs.runners) r->start_clock(origin);

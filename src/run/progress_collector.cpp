@@ -85,12 +85,14 @@ bool take_arrived(Transport& transport, Channel channel,
 }  // namespace
 
 ProgressCollector::ProgressCollector(const PipelineSetup& setup, Transport& transport, const StopVote& vote,
-                                     std::FILE* log)
+                                     std::FILE* log, double elapsed_before_s)
     : setup_(setup),
       transport_(transport),
       vote_(vote),
       log_(log),
       run_log_(setup.options, log),
+      elapsed_before_s_(elapsed_before_s),
+      elapsed_s_(elapsed_before_s),
       lr_(setup.options.lr, setup.spec.optimizer_steps()),
       next_to_print_(setup.first_iteration),
       posted_until_(setup.first_iteration),
@@ -153,7 +155,9 @@ bool ProgressCollector::take_checkpoints() {
 // Every stage's file of `step` is written: the manifest makes it a checkpoint.
 void ProgressCollector::complete(int64_t step, std::vector<std::optional<CheckpointReport>>& reports) {
     std::vector<CheckpointEntry> entries;
-    SavedRun saved{step, setup_.cut, {}, {reports[0]->data_epoch, reports[0]->data_index}};
+    // The run's clock at the checkpoint: the last stage's, as the iterations' elapsed_s count it.
+    SavedRun saved{step, setup_.cut, {}, {reports[0]->data_epoch, reports[0]->data_index},
+                   elapsed_before_s_ + reports.back()->clock_s};
     for (size_t s = 0; s < reports.size(); ++s) {
         entries.push_back({stage_file_name(static_cast<int>(s)), reports[s]->bytes, reports[s]->sha256});
         saved.steps_taken.push_back(reports[s]->steps_taken);
@@ -223,6 +227,8 @@ void ProgressCollector::print_iteration(int64_t t, const std::vector<StageReport
                          static_cast<double>(o.tokens_per_iter()) / seconds,
                          seconds};
     line.moe = moe_layer_figures(moe, o.microbatches_per_iter());
+    elapsed_s_ += seconds;
+    line.elapsed_s = elapsed_s_;
     if (last.val_loss_sum)
         line.val_loss = *last.val_loss_sum / static_cast<double>(o.eval_iters * o.microbatches_per_iter());
 

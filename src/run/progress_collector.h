@@ -44,8 +44,10 @@ class ProgressCollector {
 public:
     // `transport` is stage 0's endpoint, `vote` stage 0's runner's (where the stages agreed to stop: the
     // collector expects reports up to there, and posts no receive beyond what is known to run). Opens --metrics
-    // (RuntimeError naming the file when it cannot).
-    ProgressCollector(const PipelineSetup& setup, Transport& transport, const StopVote& vote, std::FILE* log);
+    // (RuntimeError naming the file when it cannot). `elapsed_before_s`: a resumed run's clock at its checkpoint
+    // (the iterations' elapsed_s go on from it: the last stage's wall times added up).
+    ProgressCollector(const PipelineSetup& setup, Transport& transport, const StopVote& vote, std::FILE* log,
+                      double elapsed_before_s = 0);
 
     // Takes whatever has arrived and prints every iteration now complete; true when anything arrived.
     bool poll();
@@ -80,6 +82,8 @@ private:
     const StopVote& vote_;
     std::FILE* log_;
     RunLog run_log_;
+    double elapsed_before_s_;
+    double elapsed_s_;  // at the newest iteration printed
     LrSchedule lr_;
 
     int64_t next_to_print_ = 0, posted_until_ = 0;

@@ -233,10 +233,10 @@ public:
     // ---- checkpoints (src/run/checkpoint.h): the executor's files, each stage's from this history ----
 
     // After iteration `iteration` (step = iteration + 1 in the checkpoint's numbering).
-    void save(int64_t step, const LoaderPosition& data, std::FILE* log) {
+    void save(int64_t step, const LoaderPosition& data, double elapsed_s, std::FILE* log) {
         const std::string dir = make_step_dir(o_.save_dir, step);
         std::vector<CheckpointEntry> entries;
-        SavedRun saved{step, {}, {}, data};
+        SavedRun saved{step, {}, {}, data, elapsed_s};
         for (int s = 0; s < num_stages(); ++s) {
             OlderVersions older;
             const int64_t newest = history_.newest(s);
@@ -388,14 +388,17 @@ ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
                o.describe_update_rule());
 
     int64_t first = 0;
+    double elapsed_before_s = 0;  // a resumed run's clock goes on from its checkpoint's
     if (!o.load_path.empty()) {
         const ResumePoint resume = read_resume_point(o, cut);
         run.restore(resume);
         data->train->seek(resume.saved.data);
         first = resume.saved.step;
+        elapsed_before_s = resume.saved.elapsed_s;
         print_resumed(resume, static_cast<int>(cut.size()), log);
     }
     const int64_t end = end_iteration(o, first);
+    const auto run_start = Clock::now();
     for (int64_t t = first; t < end; ++t) {
         const auto t0 = Clock::now();
         const StepResult r = run.run_iteration(t, *data->train);
@@ -405,9 +408,10 @@ ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
                                static_cast<double>(o.tokens_per_iter()) / seconds, seconds};
         report.moe = moe_layer_figures(r.moe, o.microbatches_per_iter());
         if (data->val && evaluation_due(o, t)) report.val_loss = run.validation_loss(*data->val);
+        report.elapsed_s = elapsed_before_s + seconds_since(run_start);
         run_log.iteration(report);
         const int64_t done = t + 1;
-        if (checkpoint_due(o, done, end)) run.save(done, data->train->position(), log);
+        if (checkpoint_due(o, done, end)) run.save(done, data->train->position(), report.elapsed_s, log);
     }
     ReferenceSummary summary{run_log.summary(end * steps / o.train_iters, weights_hash(run.stages())),
                              optimizer_hash(run.stages()), {}};

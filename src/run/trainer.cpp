@@ -69,9 +69,11 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
                o.model.preset, model.layout().trainable_numel(), device_name(device), data->train->num_windows(),
                o.tokens_per_iter(), o.describe_update_rule());
     int64_t first_step = 0;
+    double elapsed_before_s = 0;  // a resumed run's clock goes on from its checkpoint's
     if (!o.load_path.empty()) {
         const ResumePoint resume = load_one_stage(o, stage, log);
         first_step = resume.saved.step;
+        elapsed_before_s = resume.saved.elapsed_s;
         data->train->seek(resume.saved.data);
         refresh_compute_weights(ops, weights, compute_weights);
     }
@@ -79,6 +81,7 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
 
     int64_t steps_run = first_step;
     const int64_t end = end_iteration(o, first_step);
+    const auto run_start = Clock::now();
     for (int64_t step = first_step; step < end; ++step) {
         if (step == o.signal_at_step) record_stop_signal(SIGTERM);
         const auto t0 = Clock::now();
@@ -103,11 +106,12 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
             report.val_loss = validation_loss(*data->val, o, device, [&](const Microbatch& mb) {
                 return forward_loss(ops, model, compute_weights, mb);
             });
+        report.elapsed_s = elapsed_before_s + seconds_since(run_start);
         run_log.iteration(report);
         steps_run = step + 1;
         const bool signalled = stop_signal_received() != 0;  // with --save only (the handlers' condition)
         if (checkpoint_due(o, steps_run, end) || (signalled && !o.save_dir.empty()))
-            save_one_stage(o, steps_run, stage, data->train->position(), log);
+            save_one_stage(o, steps_run, report.elapsed_s, stage, data->train->position(), log);
         if (signalled) {
             print_stopped_by_signal(log, stop_signal_received(), steps_run);
             break;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # run/compare.sh and run/report.py on the smoke grid under mpirun: one CSV row per grid point, the skips (an
 # unknown schedule, 2bw with m < P, an optimizer without a learning rate, a point larger than MAX_RANKS) said in a
-# line each while the grid goes on, a failing point recorded and failing the grid, the report's four charts and
-# its page with them inline, the page's path printed last; the train point's hash is that of the same run by hand.
+# line each while the grid goes on, a failing point recorded and failing the grid, the report's five charts (loss
+# against tokens and against wall time among them), the time to the synchronous run's final loss, and its page,
+# the page's path printed last; the train point's hash is that of the same run by hand.
 # The D axis: points of P x D ranks (named _dD), skipped above MAX_RANKS; a D = 2 train point ends on the
 # oracle's bits (reference --data-parallel-size 2).
 source "$(dirname "$0")/lib.sh"
@@ -23,13 +24,13 @@ print(rows[0][sys.argv[3]] if rows else 'no such row')" "$@"
 OUT="$WORK/grid"
 LOG="$WORK/grid.log"
 rc=0
-BENCH_SCHEDULES="1f1b 2bw zigzag" BENCH_MICROBATCHES="1 P" TRAIN_RUNS="1f1b:adamw 2bw:muon:ef 2bw:lion" \
+BENCH_SCHEDULES="1f1b 2bw zigzag" BENCH_MICROBATCHES="1 P" TRAIN_RUNS="1f1b:muon 2bw:muon:ef 2bw:lion" \
   timeout -k 5 240 "$COMPARE" --grid smoke --out "$OUT" >"$WORK/grid.log" 2>&1 || rc=$?
 [ "$rc" = 0 ] && pass "the smoke grid finished" || fail "the smoke grid exited $rc: $(tail -n 5 "$WORK/grid.log")"
 CSV="$OUT/grid.csv"
 # 3 schedules x 2 m bench points, 3 train points, plus the header
 [ "$(wc -l <"$CSV")" = 10 ] && pass "grid.csv has a row per point (9)" || fail "grid.csv: $(cat "$CSV")"
-for point in 1f1b_p2_m1 1f1b_p2_m2 2bw_p2_m2 1f1b_adamw_p2_m2 2bw_muon_ef_p2_m2; do
+for point in 1f1b_p2_m1 1f1b_p2_m2 2bw_p2_m2 1f1b_muon_p2_m2 2bw_muon_ef_p2_m2; do
   [ "$(field "$CSV" "$point" status)" = ok ] && [ -n "$(field "$CSV" "$point" tokens_per_s)" ] \
     && pass "$point: ok, $(field "$CSV" "$point" tokens_per_s) tokens/s" || fail "$point: $(grep "$point" "$CSV")"
 done
@@ -58,12 +59,24 @@ want=$(sed -n 's/^final weights sha256 //p' "$WORK/by_hand.log")
 [ -n "$want" ] && [ "$(field "$CSV" 2bw_muon_ef_p2_m2 weights_sha256)" = "$want" ] \
   && pass "the 2bw train point ends on the by-hand run's hash" || fail "hash: csv $(field "$CSV" 2bw_muon_ef_p2_m2 weights_sha256), by hand '$want'"
 
-# The report: four charts, the page with them inline, its path last.
-for png in tokens_per_s bubble val_loss stage_busy; do
+# The report: five charts, the page with them inline, its path last.
+for png in tokens_per_s bubble val_loss val_loss_time stage_busy; do
   [ -s "$OUT/report/$png.png" ] && pass "report/$png.png" || fail "report/$png.png missing"
 done
-[ "$(grep -o 'data:image/png;base64' "$OUT/report/index.html" | wc -l)" = 4 ] && grep -q '<table>' "$OUT/report/index.html" \
-  && pass "index.html holds the table and the 4 charts" || fail "index.html: $(head -c 300 "$OUT/report/index.html")"
+[ "$(grep -o 'data:image/png;base64' "$OUT/report/index.html" | wc -l)" = 5 ] && grep -q '<table>' "$OUT/report/index.html" \
+  && pass "index.html holds the table and the 5 charts" || fail "index.html: $(head -c 300 "$OUT/report/index.html")"
+# Time to the target loss: the 1f1b run (muon) sets it with its final validation loss, which it reaches at its
+# last evaluation (elapsed_s of its metrics); the 2bw muon run gets seconds or "not reached" against it.
+sync_final=$(field "$CSV" 1f1b_muon_p2_m2 final_val_loss)
+sync_row=$(grep '^| 1f1b muon P=2 m=2 | ' "$OUT/report/table.md")
+async_row=$(grep '^| 2bw muon + ef P=2 m=2 | ' "$OUT/report/table.md")
+last_s=$(python3 -c "import json, sys
+print('%.2f' % [json.loads(l) for l in open(sys.argv[1]) if 'val_loss' in l][-1]['elapsed_s'])" "$OUT/$(field "$CSV" 1f1b_muon_p2_m2 metrics)")
+[ -n "$sync_final" ] && echo "$sync_row" | grep -q "| $(printf '%.4f' "$sync_final") (1f1b) | $last_s |" \
+  && echo "$async_row" | grep -Eq '\| [0-9]+\.[0-9]+ \(1f1b\) \| ([0-9]+\.[0-9]|not reached) \|' \
+  && grep -q "Time to the synchronous run's final validation loss" "$OUT/report/index.html" \
+  && pass "time to target: 1f1b reaches its own final loss at its last evaluation ($last_s s); 2bw: $async_row" \
+  || fail "time to target: sync '$sync_row' (final $sync_final, last eval $last_s s), 2bw '$async_row'"
 [ "$(tail -n 1 "$WORK/grid.log")" = "report: $OUT/report/index.html" ] && pass "the page's path is printed last" \
   || fail "last line: $(tail -n 1 "$WORK/grid.log")"
 grep -q '^2bw / 1f1b tokens/s, bench P=2 m=2: ' "$WORK/grid.log" && pass "the 2bw / 1f1b ratio is printed" \
