@@ -169,23 +169,6 @@ def read_metrics(run_dir, r):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def chart_val_loss(run_dir, rows, path):
-    train = [r for r in rows if r["kind"] == "train" and r["status"] == "ok"]
-    curves = []
-    for r in train:
-        points = val_curve(run_dir, r, "tokens")
-        if points:
-            curves.append((label(r), points))
-    if not curves:
-        return False
-    fig, ax = plt.subplots(figsize=(8, 4))
-    for name, points in curves:
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3, label=name)
-    return finish_chart(fig, ax, path, "validation loss (nats per token)",
-                        "Validation loss per schedule and optimizer (same model, data and seed)",
-                        xlabel="tokens trained", grid_axis="both")
-
-
 def val_curve(run_dir, r, x_key):
     """(x, val_loss) of a train point's evaluated iterations; x: tokens trained or elapsed seconds."""
     points = []
@@ -199,18 +182,27 @@ def val_curve(run_dir, r, x_key):
     return points
 
 
-def chart_val_loss_time(run_dir, rows, path):
+def chart_val(run_dir, rows, path, x_key, xlabel, title):
+    """Validation loss of every train point that ran, against x_key ("tokens" or "seconds"); False: none."""
     train = [r for r in rows if r["kind"] == "train" and r["status"] == "ok"]
-    curves = [(label(r), val_curve(run_dir, r, "seconds")) for r in train]
+    curves = [(label(r), val_curve(run_dir, r, x_key)) for r in train]
     curves = [(name, points) for name, points in curves if points]
     if not curves:
         return False
     fig, ax = plt.subplots(figsize=(8, 4))
     for name, points in curves:
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3, label=name)
-    return finish_chart(fig, ax, path, "validation loss (nats per token)",
-                        "Validation loss against wall-clock time (same model, data and seed)",
-                        xlabel="seconds since the run began", grid_axis="both")
+    return finish_chart(fig, ax, path, "validation loss (nats per token)", title, xlabel=xlabel, grid_axis="both")
+
+
+def chart_val_loss(run_dir, rows, path):
+    return chart_val(run_dir, rows, path, "tokens", "tokens trained",
+                     "Validation loss per schedule and optimizer (same model, data and seed)")
+
+
+def chart_val_loss_time(run_dir, rows, path):
+    return chart_val(run_dir, rows, path, "seconds", "seconds since the run began",
+                     "Validation loss against wall-clock time (same model, data and seed)")
 
 
 SYNCHRONOUS = ("gpipe", "1f1b", "zb-h1", "zb-v")
