@@ -27,6 +27,8 @@ void DelayFixConfig::validate() const {
         throw UsageError(fmt::format("--taylor-lambda {} must be >= 0", taylor_lambda));
     if (!(std::isfinite(predict_lambda) && predict_lambda >= 0.0f))
         throw UsageError(fmt::format("--predict-lambda {} must be >= 0", predict_lambda));
+    if (!(std::isfinite(lookahead_gamma) && lookahead_gamma >= 0.0f && lookahead_gamma < 1.0f))
+        throw UsageError(fmt::format("--lookahead-gamma {} must be in [0, 1)", lookahead_gamma));
 }
 
 DelayFixConfig parse_delay_fixes(std::string_view list, DelayFixConfig into) {
@@ -49,10 +51,15 @@ DelayFixConfig parse_delay_fixes(std::string_view list, DelayFixConfig into) {
             into.predict = true;
         } else if (k != DelayFixKind::none) {
             if (into.kind != DelayFixKind::none)
-                throw UsageError(fmt::format("--delay-fix '{}': ef and taylor both correct the step; choose one", list));
+                throw UsageError(fmt::format("--delay-fix '{}': {} and {} both correct the step; choose one", list,
+                                             delay_fix_kind_name(into.kind), delay_fix_kind_name(k)));
             into.kind = k;
         }
     }
+    if (into.kind == DelayFixKind::lookahead && into.predict)
+        throw UsageError(fmt::format("--delay-fix '{}': lookahead moves the forwards to its own look-ahead point; "
+                                     "predict does not combine with it",
+                                     list));
     return into;
 }
 
@@ -60,14 +67,15 @@ DelayFix::DelayFix(const DelayFixConfig& config, const ParamLayout& layout, Devi
     : kind_(config.kind),
       predict_(config.predict),
       taylor_lambda_(config.taylor_lambda),
-      predict_lambda_(config.predict_lambda) {
+      predict_lambda_(config.predict_lambda),
+      lookahead_gamma_(config.lookahead_gamma) {
     config.validate();
     for (const ParamInfo& p : layout.params()) names_.push_back(p.name);
     if (keeps_last_update()) previous_update_ = TensorSet::zeros(layout, DType::f32, device);
 }
 
 int64_t DelayFix::state_bytes(const DelayFixConfig& config, const ParamLayout& layout) {
-    if (config.kind != DelayFixKind::ef && !config.predict) return 0;
+    if (config.kind != DelayFixKind::ef && !config.predicts()) return 0;
     return layout.total_numel() * static_cast<int64_t>(dtype_bytes(DType::f32));
 }
 
@@ -89,24 +97,42 @@ void DelayFix::update(Ops& ops, Optimizer& optimizer, const ParamLayout& layout,
     for (const Tensor& w : master.tensors) before.push_back(ops.copy_of(w));
     optimizer.step(ops, layout, master, grads, lr);
     for (int i = 0; i < layout.size(); ++i) {
-        Tensor& update = before[static_cast<size_t>(i)];  // becomes -u_t = W' - W_t
+        Tensor& w_t = before[static_cast<size_t>(i)];
+        Tensor update = ops.copy_of(w_t);  // becomes -u_t = W' - W_t
         ops.scale_inplace(update, -1.0f);
         ops.add_inplace(update, master[i]);
         if (kind_ == DelayFixKind::ef && asynchronous) {
             ops.add_inplace(master[i], update);              // W' - u_t
             ops.add_inplace(master[i], previous_update_[i]);  // + u_{t-1}
         }
-        ops.scale_inplace(update, -1.0f);  // u_t, kept for the next step
-        previous_update_[i] = std::move(update);
+        ops.scale_inplace(update, -1.0f);  // u_t
+        if (kind_ == DelayFixKind::lookahead && asynchronous) {
+            look_ahead_step(ops, w_t, update, previous_update_[i], master[i]);
+            continue;
+        }
+        previous_update_[i] = std::move(update);  // u_t: the next step's u_{t-1}, or lookahead's applied d_{t+1}
     }
+}
+
+// lookahead: d_{t+1} = gamma d_t + (1 - gamma) u_t (each product rounded to f32, then the sum), W_{t+1} = W_t - d_{t+1}.
+void DelayFix::look_ahead_step(Ops& ops, const Tensor& w_t, const Tensor& u_t, Tensor& d, Tensor& master) const {
+    ops.scale_inplace(d, lookahead_gamma_);
+    Tensor fresh = ops.copy_of(u_t);
+    ops.scale_inplace(fresh, 1.0f - lookahead_gamma_);
+    ops.add_inplace(d, fresh);
+    Tensor step = ops.copy_of(d);
+    ops.scale_inplace(step, -1.0f);
+    ops.cast(master, w_t);
+    ops.add_inplace(master, step);
 }
 
 // W_hat = W + (-lambda u): the product rounded to f32 first, then the sum (what `w - lam * u` does in torch).
 void DelayFix::predict_weights(Ops& ops, const TensorSet& master, TensorSet& out) const {
-    if (!predict_) throw std::logic_error("DelayFix::predict_weights without --delay-fix predict");
+    if (!predicts()) throw std::logic_error("DelayFix::predict_weights without --delay-fix predict or lookahead");
+    const float lambda = kind_ == DelayFixKind::lookahead ? lookahead_gamma_ : predict_lambda_;
     for (int i = 0; i < master.size(); ++i) {
         Tensor shift = ops.copy_of(previous_update_[i]);
-        ops.scale_inplace(shift, -predict_lambda_);
+        ops.scale_inplace(shift, -lambda);
         Tensor predicted = ops.copy_of(master[i]);
         ops.add_inplace(predicted, shift);
         ops.cast(out[i], predicted);
@@ -115,7 +141,9 @@ void DelayFix::predict_weights(Ops& ops, const TensorSet& master, TensorSet& out
 
 std::vector<std::pair<std::string, Tensor*>> DelayFix::state_tensors() {
     std::vector<std::pair<std::string, Tensor*>> out;
-    const std::string prefix = kind_ == DelayFixKind::ef ? "ef_update." : "last_update.";
+    const std::string prefix = kind_ == DelayFixKind::ef          ? "ef_update."
+                               : kind_ == DelayFixKind::lookahead ? "lookahead_step."
+                                                                  : "last_update.";
     for (int i = 0; i < previous_update_.size(); ++i)
         out.emplace_back(prefix + names_[static_cast<size_t>(i)], &previous_update_[i]);
     return out;

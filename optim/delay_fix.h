@@ -15,8 +15,18 @@
 //             first asynchronous step's W_{K-1} after --sync-start K) is not predicted. One buffer holds the last
 //             update, as ef's; the prediction itself is the stage's weight versions' (predict_weights). The
 //             master weights and the update rule are unchanged: only where the gradient is taken moves.
+//   lookahead a Nesterov-style momentum look-ahead for a one-step delay, derived here (Ajanthan et al. 2025 apply
+//             NAG's idea to asynchronous pipelines; the rule below is ours, not taken from the paper). The update
+//             is a momentum in weight space, d_{t+1} = gamma d_t + (1 - gamma) u_t and W_{t+1} = W_t - d_{t+1}
+//             (the step keeps its size: a constant u gives d = u), and the forwards and backwards of the
+//             asynchronous step t run on the look-ahead point W_hat_{t-1} = W_{t-1} - gamma d_{t-1}. Then
+//             W_t = W_hat_{t-1} - (1 - gamma) u_{t-1}: the gradient is taken (1 - gamma) u away from where it is
+//             applied instead of a whole step, the part of the update in flight that is already known (its
+//             momentum) being looked ahead. gamma = --lookahead-gamma; d_{t+1} = u_t on synchronous steps, so
+//             the first asynchronous step continues from their steps; d_0 = 0. One buffer holds d.
 //
-// --delay-fix takes a comma list: one of ef or taylor, predict, or both (ef,predict; taylor,predict).
+// --delay-fix takes a comma list: one of ef, taylor or lookahead, predict, or both (ef,predict; taylor,predict;
+// lookahead brings its own look-ahead point and takes no predict).
 // ef, taylor and predict act on asynchronous steps only; a synchronous step (gpipe, 1f1b, and the --sync-start /
 // --sync-cooldown steps of 2bw) updates plainly. All are defined for 2bw (the one-step delay of the paper);
 // make_pipeline_setup / the reference reject them with other schedules.
@@ -38,24 +48,28 @@
 namespace nb {
 
 // The names --delay-fix's list takes. `predict` is never a DelayFixConfig::kind: it is the flag beside it.
-enum class DelayFixKind { none, ef, taylor, predict };
+enum class DelayFixKind { none, ef, taylor, predict, lookahead };
 inline constexpr auto kDelayFixKinds = name_table<DelayFixKind>("--delay-fix", {
     {"none", DelayFixKind::none},
     {"ef", DelayFixKind::ef, "update-level error feedback"},
     {"taylor", DelayFixKind::taylor, "DC-ASGD"},
     {"predict", DelayFixKind::predict, "weight prediction; combines with ef or taylor: ef,predict"},
+    {"lookahead", DelayFixKind::lookahead, "Nesterov-style momentum look-ahead"},
 });
 // kDelayFixKinds.parse and .name.
 DelayFixKind parse_delay_fix_kind(std::string_view name);
 std::string_view delay_fix_kind_name(DelayFixKind kind);
 
 struct DelayFixConfig {
-    DelayFixKind kind = DelayFixKind::none;  // the step's correction: none, ef or taylor
+    DelayFixKind kind = DelayFixKind::none;  // the step's correction: none, ef, taylor or lookahead
     bool predict = false;                    // weight prediction of the stale versions
     float taylor_lambda = 0.04f;             // --taylor-lambda (DC-ASGD's lambda)
     float predict_lambda = 1.0f;             // --predict-lambda
+    float lookahead_gamma = 0.5f;            // --lookahead-gamma
 
     bool any() const { return kind != DelayFixKind::none || predict; }
+    // Whether the asynchronous steps run on a predicted version (predict, or lookahead's look-ahead point).
+    bool predicts() const { return predict || kind == DelayFixKind::lookahead; }
     // The list as --delay-fix writes it: "none", "ef", "ef,predict", "predict".
     std::string name() const;
     // nb::UsageError: a lambda negative or not finite.
@@ -72,7 +86,7 @@ public:
     static int64_t state_bytes(const DelayFixConfig& config, const ParamLayout& layout);
 
     DelayFixKind kind() const { return kind_; }
-    bool predicts() const { return predict_; }
+    bool predicts() const { return predict_ || kind_ == DelayFixKind::lookahead; }
 
     // One optimizer step of `master` with the fix. `asynchronous`: this step's gradient came from a stale
     // version (false for synchronous steps: plain update). `stale`: those stale weights (the compute copy the
@@ -91,12 +105,13 @@ public:
     void update(Ops& ops, Optimizer& optimizer, const ParamLayout& layout, TensorSet& master, TensorSet& grads,
                 float lr, bool asynchronous);
 
-    // predict: out = W - lambda * u, u the last update (u_{t-1} after step t-1, when `master` holds W_t); `out`
-    // holds tensors of the compute dtype, apart from `master`'s. std::logic_error unless predicts().
+    // predict: out = W - lambda * u, u the last update (u_{t-1} after step t-1, when `master` holds W_t);
+    // lookahead: out = W - gamma * d, d its last applied step. `out` holds tensors of the compute dtype, apart from
+    // `master`'s. std::logic_error unless predicts().
     void predict_weights(Ops& ops, const TensorSet& master, TensorSet& out) const;
 
     // ef: "ef_update.<param>" (u_{t-1}) for every parameter, in layout order; predict alone: "last_update.<param>"
-    // (the same u_{t-1}); none and taylor: nothing.
+    // (the same u_{t-1}); lookahead: "lookahead_step.<param>" (d); none and taylor: nothing.
     std::vector<std::pair<std::string, Tensor*>> state_tensors();
 
 private:
@@ -104,10 +119,12 @@ private:
     bool predict_;
     float taylor_lambda_;
     float predict_lambda_;
+    float lookahead_gamma_;
     std::vector<std::string> names_;
-    TensorSet previous_update_;  // ef, predict: u_{t-1}
+    TensorSet previous_update_;  // ef, predict: u_{t-1}; lookahead: d_t
 
-    bool keeps_last_update() const { return kind_ == DelayFixKind::ef || predict_; }
+    bool keeps_last_update() const { return kind_ == DelayFixKind::ef || predicts(); }
+    void look_ahead_step(Ops& ops, const Tensor& w_t, const Tensor& u_t, Tensor& d, Tensor& master) const;
 };
 
 }  // namespace nb

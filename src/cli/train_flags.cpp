@@ -75,6 +75,9 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
         ->capture_default_str();
     sub.add_option("--predict-lambda", o.delay_fix.predict_lambda, "predict: lambda of W_hat = W - lambda u_last")
         ->capture_default_str();
+    sub.add_option("--lookahead-gamma", o.delay_fix.lookahead_gamma,
+                   "lookahead: gamma of d = gamma d + (1 - gamma) u, forwards at W - gamma d")
+        ->capture_default_str();
     sub.add_option("--sync-start", o.sync_start, "2bw/pipedream: run the first K optimizer steps synchronously")
         ->capture_default_str();
     sub.add_option("--sync-cooldown", o.sync_cooldown, "2bw/pipedream: run the last K optimizer steps synchronously")

@@ -28,9 +28,11 @@ void check_each_flag(const TrainOptions& o, int64_t optimizer_steps) {
     if (o.distributed_optimizer && o.data_parallel_size == 1)
         throw UsageError("--use-distributed-optimizer shards the optimizer state over the replicas: give "
                          "--data-parallel-size D > 1");
-    if (o.distributed_optimizer && o.delay_fix.predict)
-        throw UsageError("--delay-fix predict with --use-distributed-optimizer is not built yet: each replica predicts "
-                         "its whole stage, and an owner holds the last update of its own shard only");
+    if (o.distributed_optimizer && o.delay_fix.predicts())
+        throw UsageError(fmt::format("--delay-fix {} with --use-distributed-optimizer is not built yet: each replica "
+                                     "predicts its whole stage, and an owner holds the last update of its own shard "
+                                     "only",
+                                     o.delay_fix.name()));
     if (o.global_batch_size != 0 && o.global_batch_size != o.microbatches_per_iter() * o.micro_batch_size)
         throw UsageError(fmt::format("--global-batch-size {} is not --data-parallel-size {} x --num-microbatches {} x "
                                      "--micro-batch-size {} = {}",

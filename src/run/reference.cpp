@@ -314,13 +314,14 @@ private:
         history_.add(s, step + 1, version_snapshot(s, step + 1));
     }
 
-    // W_version of stage s from its master, which holds it now: the compute weights, or under --delay-fix predict,
-    // where only asynchronous steps use the version (version >= 1 and step `version` asynchronous: 2bw's step
-    // t uses W_{t-1}), their prediction W_version - lambda u_{version-1} (optim/delay_fix.h).
+    // W_version of stage s from its master, which holds it now: the compute weights, or under --delay-fix predict
+    // (lookahead), where only asynchronous steps use the version (version >= 1 and step `version` asynchronous:
+    // 2bw's step t uses W_{t-1}), their prediction W_version - lambda u_{version-1} (lookahead's look-ahead point
+    // W_version - gamma d_version) (optim/delay_fix.h).
     TensorSet version_snapshot(int s, int64_t version) {
         Stage& st = stage(s);
         TensorSet weights = compute_snapshot(ops_, st.model.layout(), st.master);
-        if (o_.delay_fix.predict && version >= 1 && !is_synchronous_step(schedule_, version, sync_))
+        if (o_.delay_fix.predicts() && version >= 1 && !is_synchronous_step(schedule_, version, sync_))
             st.optimizer.predict_weights(ops_, st.model.layout(), st.master, weights);
         return weights;
     }

@@ -56,6 +56,7 @@ dp_equal moe_1f1b_p1 1 --schedule 1f1b --optimizer adamw "${MOE[@]}"
 dp_equal interleaved 2 --schedule 1f1b --virtual-stages 2 --optimizer adamw
 dp_equal clip_stage 2 --schedule 2bw --optimizer muon --delay-fix ef --clip-scope stage
 dp_equal ef_predict 2 --schedule 2bw --optimizer muon --delay-fix ef,predict
+dp_equal lookahead 2 --schedule 2bw --optimizer adamw --delay-fix lookahead
 grep -q '^nobubble: --schedule 2bw on 2 stages x 2 replicas (blocks' "$WORK/dp_moe_2bw.log" \
   && pass "the header names the replicas" || fail "header: $(head -n 1 "$WORK/dp_moe_2bw.log")"
 

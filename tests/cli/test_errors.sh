@@ -83,7 +83,10 @@ expect_error 2 "ns-steps 0 must be >= 1" "${T[@]}" --optimizer muon --ns-steps 0
 expect_error 2 "precondition-frequency 0 must be >= 1" "${T[@]}" --optimizer soap --precondition-frequency 0
 expect_error 2 "momentum does not apply to --optimizer adamw" "${T[@]}" --momentum 0.9
 expect_error 2 "adam-lr does not apply to --optimizer lion" "${T[@]}" --optimizer lion --adam-lr 1e-3
-expect_error 2 "unknown --delay-fix 'magic' (valid: none, ef, taylor, predict)" "${T[@]}" --delay-fix magic
+expect_error 2 "unknown --delay-fix 'magic' (valid: none, ef, taylor, predict, lookahead)" "${T[@]}" --delay-fix magic
+expect_error 2 "delay-fix 'lookahead,predict': lookahead moves the forwards to its own look-ahead point" "${T[@]}" --schedule 2bw --delay-fix lookahead,predict
+expect_error 2 "delay-fix 'ef,lookahead': ef and lookahead both correct the step; choose one" "${T[@]}" --schedule 2bw --delay-fix ef,lookahead
+expect_error 2 "lookahead-gamma 1 must be in \[0, 1)" "${T[@]}" --schedule 2bw --delay-fix lookahead --lookahead-gamma 1
 expect_error 2 "delay-fix 'ef,taylor': ef and taylor both correct the step; choose one" "${T[@]}" --schedule 2bw --delay-fix ef,taylor
 expect_error 2 "delay-fix 'none,predict': none stands alone" "${T[@]}" --schedule 2bw --delay-fix none,predict
 expect_error 2 "delay-fix 'predict,predict' names predict twice" "${T[@]}" --schedule 2bw --delay-fix predict,predict
@@ -111,7 +114,7 @@ expect_list() {
 }
 expect_list optimizers "adamw muon lion adan mars soap"
 expect_list schedules "gpipe 1f1b 2bw pipedream zb-h1 zb-v"
-expect_list delay-fixes "none ef taylor predict"
+expect_list delay-fixes "none ef taylor predict lookahead"
 expect_list lr-decay-styles "constant linear cosine wsd"
 expect_list clip-scopes "global stage"
 expect_list pipeline-cuts "cost params"

@@ -2,13 +2,13 @@
 # The pipeline against its oracle for every optimizer and every delay mitigation (docs/DESIGN.md section 2, "The
 # oracle"; test_pipeline_equality.sh does the same for the schedules with AdamW). On the 5-layer model, 6 iterations:
 #   1. every optimizer under every schedule (as `nobubble --list` names them), P = 3, m = 3;
-#   2. every --delay-fix but none (ef, taylor, predict: 2bw only) for P in {2, 3, 4} and m in {P, 2P}, the
+#   2. every --delay-fix but none (ef, taylor, predict, lookahead: 2bw only) for P in {2, 3, 4} and m in {P, 2P}, the
 #      optimizer rotating so each one meets every fix; the lists ef,predict and taylor,predict at P in {2, 3};
 #   3. --sync-start / --sync-cooldown with 2bw (with ef, and with ef,predict at P = 2) and pipedream, P in {2, 4};
 # each run as `nobubble reference`, as `nobubble train --stages P` (in-process) and, with MPI, as
 # `mpirun -np P nobubble train`: the same final weights, optimizer state (delay-fix state included), validation
-# loss and weight versions held. Then checks that the mitigations do something: none, ef, taylor, predict and
-# ef,predict end on five different weights; 2bw with every step synchronous (--sync-start = the run) is 1f1b's run exactly.
+# loss and weight versions held. Then checks that the mitigations do something: none, ef, taylor, predict,
+# ef,predict and lookahead end on six different weights; 2bw with every step synchronous (--sync-start = the run) is 1f1b's run exactly.
 source "$(dirname "$0")/lib.sh"
 make_corpus "$WORK/corpus.txt"
 FLAGS=(--data "$WORK/corpus.txt" "${TINY_FLAGS[@]}" --num-layers 5 --untie-embeddings-and-output-weights
@@ -69,12 +69,13 @@ run ef_p3 "$NB" reference "${FLAGS[@]}" --schedule 2bw --num-microbatches 3 --st
 run taylor_p3 "$NB" reference "${FLAGS[@]}" --schedule 2bw --num-microbatches 3 --stages 3 --delay-fix taylor
 run predict_p3 "$NB" reference "${FLAGS[@]}" --schedule 2bw --num-microbatches 3 --stages 3 --delay-fix predict
 run ef_predict_p3 "$NB" reference "${FLAGS[@]}" --schedule 2bw --num-microbatches 3 --stages 3 --delay-fix ef,predict
+run lookahead_p3 "$NB" reference "${FLAGS[@]}" --schedule 2bw --num-microbatches 3 --stages 3 --delay-fix lookahead
 hashes=("$none" "$(hash_of "$WORK/ef_p3.log")" "$(hash_of "$WORK/taylor_p3.log")" "$(hash_of "$WORK/predict_p3.log")"
-        "$(hash_of "$WORK/ef_predict_p3.log")")
+        "$(hash_of "$WORK/ef_predict_p3.log")" "$(hash_of "$WORK/lookahead_p3.log")")
 distinct=$(printf '%s\n' "${hashes[@]}" | grep -c . | tr -d ' ')
 unique=$(printf '%s\n' "${hashes[@]}" | grep . | sort -u | wc -l | tr -d ' ')
-[ "$distinct" = 5 ] && [ "$unique" = 5 ] && pass "none, ef, taylor, predict and ef,predict differ" \
-  || fail "none, ef, taylor, predict, ef,predict: ${hashes[*]}"
+[ "$distinct" = 6 ] && [ "$unique" = 6 ] && pass "none, ef, taylor, predict, ef,predict and lookahead differ" \
+  || fail "none, ef, taylor, predict, ef,predict, lookahead: ${hashes[*]}"
 
 # Every step synchronous: 2bw is 1f1b, and ef (which acts on asynchronous steps only) changes nothing. Without
 # clipping, since 1f1b clips globally and 2bw per stage.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Exact resume of the pipeline executor and the oracle (src/run/checkpoint.h, docs/DESIGN.md section 8), on the CPU:
-# - every schedule x every optimizer, and 2bw with ef, taylor, predict, ef,predict and --sync-start/--sync-cooldown:
-#   a run stopped
+# - every schedule x every optimizer, and 2bw with ef, taylor, predict, ef,predict, lookahead and
+#   --sync-start/--sync-cooldown: a run stopped
 #   by --exit-interval after step 2 (mid-warm-up) and resumed ends on the oracle's uninterrupted weights AND
 #   optimizer state; stopped after step 5 (mid-decay, not a multiple of --save-interval 3) with its own
 #   checkpoint removed, the resume from step 3 ends there too;
@@ -53,6 +53,8 @@ resume_case 2bw_muon_ef 3 --schedule 2bw --num-microbatches 3 --optimizer muon -
 resume_case 2bw_adamw_taylor 2 --schedule 2bw --num-microbatches 2 --optimizer adamw --delay-fix taylor
 resume_case 2bw_adamw_predict 2 --schedule 2bw --num-microbatches 2 --optimizer adamw --delay-fix predict \
   --predict-lambda 0.5
+resume_case 2bw_lion_lookahead_sync 2 --schedule 2bw --num-microbatches 2 --optimizer lion --delay-fix lookahead \
+  --lookahead-gamma 0.7 --sync-start 2
 resume_case 2bw_muon_ef_predict_sync 3 --schedule 2bw --num-microbatches 3 --optimizer muon --delay-fix ef,predict \
   --sync-start 2 --sync-cooldown 2
 resume_case 2bw_muon_ef_sync 3 --schedule 2bw --num-microbatches 3 --optimizer muon --delay-fix ef \

@@ -4,7 +4,7 @@
 //
 //   dump_optimizer --workdir DIR --optimizer NAME --lr PEAK [--steps N] [--seed S] [--grad-scale X] [flags]
 //   dump_optimizer --mode delay_fix --workdir DIR --lr PEAK --delay-fix none|ef|taylor|predict|ef,predict|...
-//                  [--taylor-lambda L] [--predict-lambda L] [--sync-steps K] [--steps N] [--seed S] [hyperparameter flags]
+//                  [--taylor-lambda L] [--predict-lambda L] [--lookahead-gamma G] [--sync-steps K] [--steps N] [--seed S] [hyperparameter flags]
 //
 // Hyperparameter flags are the command line's (--beta1 --beta2 --beta3 --eps --weight-decay --momentum
 // --nesterov true|false --ns-steps --gamma --precondition-frequency --shampoo-beta --adam-lr --adam-beta1
@@ -19,7 +19,8 @@
 // (the gradient at W_k, asynchronous = false); the others simulate 2BW: the gradient is computed at W_{k-1}
 // (at W_0 for k = 0) and DelayFix::step gets asynchronous = true and those stale weights (nullptr for k = 0, whose
 // gradient was computed at W_k itself). With predict, W_{k-1} is its prediction W_{k-1} - lambda u_{k-2}
-// (DelayFix::predict_weights) where step k - 1 was asynchronous too and k - 1 >= 1.
+// (DelayFix::predict_weights) where step k - 1 was asynchronous too and k - 1 >= 1; with lookahead its look-ahead
+// point W_{k-1} - gamma d_{k-1}.
 //
 // Files in DIR, raw little-endian float32:
 //   weights_init.f32, grads_<k>.f32 (optimizer mode), weights_final.f32: all parameters concatenated in layout order;
@@ -155,6 +156,7 @@ Args parse_args(int argc, char** argv) {
         else if (flag == "--grad-scale") a.grad_scale = parse_float(flag, v);
         else if (flag == "--delay-fix") a.delay_fix = nb::parse_delay_fixes(v, a.delay_fix);
         else if (flag == "--predict-lambda") a.delay_fix.predict_lambda = parse_float(flag, v);
+        else if (flag == "--lookahead-gamma") a.delay_fix.lookahead_gamma = parse_float(flag, v);
         else if (flag == "--taylor-lambda") a.delay_fix.taylor_lambda = parse_float(flag, v);
         else if (flag == "--sync-steps") a.sync_steps = parse_int(flag, v);
         else if (const OptimizerFlag* f = find_optimizer_flag(flag))
@@ -314,7 +316,7 @@ void run_delay_fix(const Args& args) {
     // exists (the fix then holds u_{k-1}).
     auto version_made = [&](int k) {
         TensorSet w = copy_of(master);
-        if (args.delay_fix.predict && k >= 1 && k >= args.sync_steps) fix.predict_weights(ops, master, w);
+        if (args.delay_fix.predicts() && k >= 1 && k >= args.sync_steps) fix.predict_weights(ops, master, w);
         return w;
     };
     TensorSet current = version_made(0), previous = copy_of(current);
@@ -335,6 +337,7 @@ void run_delay_fix(const Args& args) {
     m.add("optimizer", json_string(optimizer->name()));
     m.add("delay_fix", json_string(args.delay_fix.name()));
     m.add("predict_lambda", fmt::format("{:.9g}", args.delay_fix.predict_lambda));
+    m.add("lookahead_gamma", fmt::format("{:.9g}", args.delay_fix.lookahead_gamma));
     m.add("taylor_lambda", fmt::format("{:.9g}", args.delay_fix.taylor_lambda));
     m.add("sync_steps", std::to_string(args.sync_steps));
     m.add("steps", std::to_string(args.steps));

@@ -21,6 +21,10 @@ norm gains: param groups) as the inner optimizer. u_k = W_k - AdamW_step(W_k, g_
            W_{k-1} (weight prediction: the newest known update as the estimate of the one in flight), where
            k - 1 >= 1 and step k - 1 was asynchronous too (else at W_{k-1}: the version a synchronous step used);
            the update rule is unchanged, and taylor's W_stale is then W_hat_{k-1}. With ef: both.
+  lookahead: (a momentum look-ahead, derived in optim/delay_fix.h) on asynchronous steps
+           d_{k+1} = gamma * d_k + (1 - gamma) * u_k and W_{k+1} = W_k - d_{k+1}; on synchronous ones
+           d_{k+1} = u_k and the plain step; d_0 = 0. The asynchronous step k takes its gradient at
+           W_{k-1} - gamma * d_{k-1} where k - 1 >= 1 and step k - 1 was asynchronous too (else at W_{k-1}).
 
 Runs, 12 steps each, lr peak 1e-2 (warm-up + cosine):
   none_sync            all steps synchronous: must equal plain AdamW with fresh gradients
@@ -29,8 +33,9 @@ Runs, 12 steps each, lr peak 1e-2 (warm-up + cosine):
   taylor, taylor_sync_start   lambda 20 (AdamW normalises most of the compensation away: lambda 0.5 moves the
                        weights by only ~5e-5 of their size here, 20 by ~6e-3) from step 0; after 3 synchronous steps
   predict, predict_sync_start, predict_half (lambda_p 0.5), ef_predict, ef_predict_sync_start, taylor_predict
+  lookahead (gamma 0.5), lookahead_sync_start (gamma 0.5), lookahead_high (gamma 0.9)
 Compared: final weights, AdamW's exp_avg.* / exp_avg_sq.*, ef's ef_update.* or predict's last_update.* (u of the
-last step); tolerance 1e-5.
+last step), lookahead's lookahead_step.* (d); tolerance 1e-5.
 Each fix must also move the weights measurably away from the unfixed run (else this test could not tell).
 """
 import torch
@@ -78,13 +83,17 @@ def replay(case, kind, lam, sync_steps, predict=False, predict_lambda=1.0):
         u = [wi - si for wi, si in zip(w, stepped)]
         if kind == "ef" and asynchronous:
             new_w = [wi - 2 * ui + upi for wi, ui, upi in zip(w, u, u_prev)]
+        elif kind == "lookahead" and asynchronous:  # u_prev holds d_k
+            u = [predict_lambda * di + (1 - predict_lambda) * ui for di, ui in zip(u_prev, u)]  # d_{k+1}
+            new_w = [wi - di for wi, di in zip(w, u)]
         else:
-            new_w = stepped
+            new_w = stepped  # (lookahead: d_{k+1} = u_k)
         u_prev = u
         w = new_w
         prev = current
-        if predict and k + 1 >= 1 and k + 1 >= sync_steps:
-            current = [wi - predict_lambda * ui for wi, ui in zip(w, u)]  # W_hat_{k+1} = W_{k+1} - lambda_p u_k
+        if (predict or kind == "lookahead") and k + 1 >= 1 and k + 1 >= sync_steps:
+            # W_hat_{k+1} = W_{k+1} - lambda_p u_k (lookahead: - gamma d_{k+1})
+            current = [wi - predict_lambda * ui for wi, ui in zip(w, u)]
         else:
             current = w
     state = {}
@@ -93,6 +102,8 @@ def replay(case, kind, lam, sync_steps, predict=False, predict_lambda=1.0):
         state[f"exp_avg_sq.{name}"] = opt.state[p]["exp_avg_sq"]
         if kind == "ef":
             state[f"ef_update.{name}"] = u_prev[i]
+        elif kind == "lookahead":
+            state[f"lookahead_step.{name}"] = u_prev[i]
         elif predict:
             state[f"last_update.{name}"] = u_prev[i]
     return w, state
@@ -115,6 +126,9 @@ def main():
         ("ef_predict", "ef", 0.04, 0, True, 1.0),
         ("ef_predict_sync_start", "ef", 0.04, 3, True, 1.0),
         ("taylor_predict", "taylor", 20.0, 0, True, 1.0),
+        ("lookahead", "lookahead", 0.04, 0, False, 0.5),
+        ("lookahead_sync_start", "lookahead", 0.04, 3, False, 0.5),
+        ("lookahead_high", "lookahead", 0.04, 0, False, 0.9),
     ]
     unfixed = {}
     for label, kind, lam, sync_steps, predict, predict_lambda in runs:
@@ -122,8 +136,10 @@ def main():
         flags = ["--mode", "delay_fix", "--optimizer", "adamw", "--lr", LR, "--steps", STEPS,
                  "--beta1", BETAS[0], "--beta2", BETAS[1], "--eps", EPS, "--weight-decay", WD,
                  "--delay-fix", fix, "--taylor-lambda", lam, "--predict-lambda", predict_lambda,
+                 "--lookahead-gamma", predict_lambda if kind == "lookahead" else 0.5,
                  "--sync-steps", sync_steps]
         case = oo.Case(args.dump, f"{args.workdir}/{label}", flags)
+        # (lookahead's gamma rides in the predict_lambda column)
         ref_weights, ref_state = replay(case, kind, lam, sync_steps, predict, predict_lambda)
         checker.compare_case(label, case, ref_weights, ref_state)
         # How far the fix moves the weights from the same run without it (the oracle's own two runs), and

@@ -67,7 +67,7 @@ TEST_CASE("a stage's weights, gradients and AdamW state are 4, 4 and 8 bytes per
 TEST_CASE("every optimizer's state estimate equals what it allocates, on every stage of a cut, with every fix") {
     TrainOptions o = small_options();
     for (const std::string_view name : optimizer_names())
-        for (const std::string_view fix : {"none", "ef", "taylor", "predict", "ef,predict"})
+        for (const std::string_view fix : {"none", "ef", "taylor", "predict", "ef,predict", "lookahead"})
             for (const StageSpec& spec : partition_model(o.model, 3)) {
                 CAPTURE(name);
                 CAPTURE(fix);
