@@ -39,7 +39,12 @@
 #   depth      about 37 minutes: the gap against pipeline depth, an 8-block model (the default one's blocks),
 #              pipedream at P = 2, 4, 8 against 2bw at the same P and sync, adamw and muon at the default
 #              preset's tuned lrs, 300 steps of 8 microbatches of 2 sequences, two seeds (28 runs)
-#   smoke-mitigations, smoke-momentum, smoke-depth  seconds: those grids on the smoke shape
+#   beyond-ef  about 90 minutes: the mitigations beyond EF against it. The long preset's model and 1200 steps,
+#              adamw and muon at the default preset's tuned lrs, under sync, 2bw, 2bw_ef, 2bw_predict (weight
+#              prediction, --predict-lambda tuned over 0.5 1 1.5 on 2bw, seed 1), 2bw_lookahead (the momentum
+#              look-ahead, --lookahead-gamma over 0.25 0.5 0.75 0.9) and 2bw_ef_predict (ef with predict at
+#              predict's tuned lambda), two seeds; the table adds each gap's share of 2bw's
+#   smoke-mitigations, smoke-momentum, smoke-depth, smoke-beyond-ef  seconds: those grids on the smoke shape
 #              (tests/cli/test_delay_sweep_complete.sh runs them)
 # Results: DIR/delay_sweep_<preset>.md (the table, the lr tuning), .csv and .png (validation-loss curves).
 # Runs are resumable: a run that finished with the same flags is not repeated (delete --work to start over); a
@@ -97,7 +102,7 @@ case "$preset" in
   default)
     MODEL=(--model tiny "${DEFAULT_SHAPE[@]}")
     MBS=4; M=4; ITERS=300; WARMUP=20; EVAL_INTERVAL=25; EVAL_ITERS=4; SEEDS="1 2"; LR_POINTS=3 ;;
-  long)
+  long|beyond-ef)
     MODEL=(--model tiny "${DEFAULT_SHAPE[@]}")
     MBS=4; M=4; ITERS=1200; WARMUP=20; EVAL_INTERVAL=100; EVAL_ITERS=4; SEEDS="1 2"; LR_POINTS=1 ;;
   moe|moe-dense)
@@ -124,7 +129,7 @@ case "$preset" in
     # shellcheck disable=SC2046
     MODEL=(--model tiny $(with_layers 8 "${DEFAULT_SHAPE[@]}"))
     MBS=2; M=8; ITERS=300; WARMUP=20; EVAL_INTERVAL=25; EVAL_ITERS=4; SEEDS="1 2"; LR_POINTS=1 ;;
-  smoke-mitigations|smoke-momentum)
+  smoke-mitigations|smoke-momentum|smoke-beyond-ef)
     MODEL=(--model tiny "${SMOKE_SHAPE[@]}")
     MBS=2; M=4; ITERS=10; WARMUP=2; EVAL_INTERVAL=5; EVAL_ITERS=1; SEEDS="1 2"; LR_POINTS=1 ;;
   smoke-depth)
@@ -132,7 +137,8 @@ case "$preset" in
     MODEL=(--model tiny $(with_layers 8 "${SMOKE_SHAPE[@]}"))
     MBS=1; M=8; ITERS=10; WARMUP=2; EVAL_INTERVAL=5; EVAL_ITERS=1; SEEDS="1 2"; LR_POINTS=1 ;;
   *) echo "nobubble: error: unknown --preset '$preset' (valid: smoke, smoke-moe, default, long, moe, moe-dense," \
-          "large, mitigations, momentum, depth, smoke-mitigations, smoke-momentum, smoke-depth)" >&2
+          "large, mitigations, momentum, depth, beyond-ef, smoke-mitigations, smoke-momentum, smoke-depth," \
+          "smoke-beyond-ef)" >&2
      exit 2 ;;
 esac
 
@@ -154,6 +160,8 @@ case "$preset" in  # the paper's pair under the one-step delay only
   long|moe|moe-dense|smoke-moe) OPTIMIZERS="adamw muon"; SETTINGS="sync 2bw 2bw_ef" ;;
   mitigations|smoke-mitigations)
     OPTIMIZERS="adamw muon"; SETTINGS="sync 2bw 2bw_ef 2bw_taylor 2bw_ss 2bw_sc 2bw_ef_sc"; VIEW=mitigations ;;
+  beyond-ef|smoke-beyond-ef)
+    OPTIMIZERS="adamw muon"; SETTINGS="sync 2bw 2bw_ef 2bw_predict 2bw_lookahead 2bw_ef_predict"; VIEW=mitigations ;;
   momentum|smoke-momentum)  # a variant per coefficient: <optimizer>_b<beta1> or <optimizer>_m<momentum>
     OPTIMIZERS="adamw_b0.8 adamw_b0.9 adamw_b0.95 adamw_b0.98 muon_m0.8 muon_m0.9 muon_m0.95 muon_m0.98"
     SETTINGS="sync 2bw"; VIEW=momentum ;;
@@ -163,9 +171,19 @@ for opt in $OPTIMIZERS; do  # a new optimizer needs its grid in LRS before it ca
   [ -n "${LRS[${opt%%_*}]:-}" ] \
     || { echo "nobubble: error: delay_sweep.sh: no lr grid for --optimizer ${opt%%_*} (add it to LRS)" >&2; exit 2; }
 done
-# The lambdas of --delay-fix taylor tried on 2bw (seed 1) where a preset runs it; the best is kept.
-TAYLOR_LAMBDAS="0.01 0.04 0.16"
-if [[ "$preset" =~ ^(long|mitigations|depth)$ ]]; then
+# The coefficients of the tuned mitigations, each tried on its setting with seed 1 where a preset runs it (the
+# best is kept, in chosen_<rule>.txt): the rule, its flag and its grid. 2bw_ef_predict takes predict's choice.
+declare -A TUNED_FLAG=([taylor]=--taylor-lambda [predict]=--predict-lambda [lookahead]=--lookahead-gamma)
+declare -A TUNED_GRID=([taylor]="0.01 0.04 0.16" [predict]="0.5 1 1.5" [lookahead]="0.25 0.5 0.75 0.9")
+# The tuned rule of a setting (2bw_taylor: taylor, 2bw_ef_predict: predict), or nothing.
+rule_of() {
+  case "$1" in
+    2bw_taylor) echo taylor ;;
+    2bw_predict|2bw_ef_predict) echo predict ;;
+    2bw_lookahead) echo lookahead ;;
+  esac
+}
+if [[ "$preset" =~ ^(long|mitigations|depth|beyond-ef)$ ]]; then
   # no tuning: the lrs the default preset chose (docs/results/delay_sweep_default.md)
   LRS[adamw]=3e-3
   LRS[muon]=2e-2
@@ -193,6 +211,9 @@ setting_flags() {
     2bw[0-9]*) echo "--schedule 2bw --stages ${1#2bw} $microbatches" ;;
     2bw_ef)    echo "--schedule 2bw --stages 2 $microbatches --delay-fix ef" ;;
     2bw_taylor) echo "--schedule 2bw --stages 2 $microbatches --delay-fix taylor" ;;
+    2bw_predict) echo "--schedule 2bw --stages 2 $microbatches --delay-fix predict" ;;
+    2bw_lookahead) echo "--schedule 2bw --stages 2 $microbatches --delay-fix lookahead" ;;
+    2bw_ef_predict) echo "--schedule 2bw --stages 2 $microbatches --delay-fix ef,predict" ;;
     2bw_ss)    echo "--schedule 2bw --stages 2 $microbatches --sync-start $tenth" ;;
     2bw_sc)    echo "--schedule 2bw --stages 2 $microbatches --sync-cooldown $tenth" ;;
     2bw_ef_sc) echo "--schedule 2bw --stages 2 $microbatches --delay-fix ef --sync-cooldown $tenth" ;;
@@ -214,11 +235,12 @@ variant_flags() {
     _m*) echo "${EXTRA[$opt]:-} --momentum ${coefficient#_m}" ;;
   esac
 }
-# The flags of one run: variant, lr, seed, setting (2bw_taylor with the variant's lambda from chosen_taylor.txt).
+# The flags of one run: variant, lr, seed, setting, and a tuned setting's coefficient (its rule's flag).
 run_flags() {
-  local variant=$1 lr=$2 seed=$3 setting=$4 lambda=${5:-}
+  local variant=$1 lr=$2 seed=$3 setting=$4 value=${5:-} rule
+  rule=$(rule_of "$setting")
   echo "--optimizer $(optimizer_of "$variant") --lr $lr --min-lr $(min_lr "$lr") $(variant_flags "$variant")" \
-       "--seed $seed $(setting_flags "$setting")${lambda:+ --taylor-lambda $lambda}"
+       "--seed $seed $(setting_flags "$setting")${value:+ ${TUNED_FLAG[$rule]} $value}"
 }
 
 middle() { local a=($1); echo "${a[$(( ${#a[@]} / 2 ))]}"; }
@@ -287,28 +309,34 @@ best_of() {
 for opt in $OPTIMIZERS; do echo "$opt $(best_of "lr_$opt" "$(lrs_of "$opt")")" >>"$work/chosen_lr.txt"; done
 chosen_lr() { awk -v o="$1" '$1 == o {print $2}' "$work/chosen_lr.txt"; }
 
-# 1b. Where the preset runs 2bw_taylor: its lambda per optimizer, on 2bw with seed 1 at the tuned lr.
-: >"$work/chosen_taylor.txt"
-if [[ " $SETTINGS " == *" 2bw_taylor "* ]]; then
-  : >"$work/jobs_taylor.txt"
+# 1b. Each tuned rule the preset runs (2bw_taylor, 2bw_predict, 2bw_lookahead): its coefficient per optimizer,
+# on its setting with seed 1 at the tuned lr (runs <rule>_<optimizer>_<value>).
+TUNED_RULES=""
+for rule in taylor predict lookahead; do
+  : >"$work/chosen_$rule.txt"
+  [[ " $SETTINGS " == *" 2bw_$rule "* ]] || continue
+  TUNED_RULES+="$rule "
+  : >"$work/jobs_$rule.txt"
   for opt in $OPTIMIZERS; do
-    for lambda in $TAYLOR_LAMBDAS; do
-      echo "taylor_${opt}_${lambda} $(run_flags "$opt" "$(chosen_lr "$opt")" 1 2bw_taylor "$lambda")" \
-        >>"$work/jobs_taylor.txt"
+    for value in ${TUNED_GRID[$rule]}; do
+      echo "${rule}_${opt}_${value} $(run_flags "$opt" "$(chosen_lr "$opt")" 1 "2bw_$rule" "$value")" \
+        >>"$work/jobs_$rule.txt"
     done
   done
-  echo "1b. tuning taylor's lambda on 2bw: $(wc -l <"$work/jobs_taylor.txt") runs"
-  run_all "$work/jobs_taylor.txt"
-  for opt in $OPTIMIZERS; do echo "$opt $(best_of "taylor_$opt" "$TAYLOR_LAMBDAS")" >>"$work/chosen_taylor.txt"; done
-fi
-chosen_lambda() { awk -v o="$1" '$1 == o {print $2}' "$work/chosen_taylor.txt"; }
+  echo "1b. tuning $rule's ${TUNED_FLAG[$rule]} on 2bw: $(wc -l <"$work/jobs_$rule.txt") runs"
+  run_all "$work/jobs_$rule.txt"
+  for opt in $OPTIMIZERS; do
+    echo "$opt $(best_of "${rule}_$opt" "${TUNED_GRID[$rule]}")" >>"$work/chosen_$rule.txt"
+  done
+done
+chosen_value() { awk -v o="$2" '$1 == o {print $2}' "$work/chosen_$1.txt"; }  # RULE OPTIMIZER
 
 # 2. Every optimizer at its tuned lr under every setting and seed. A tuning run is the seed-1 run of its
 # setting (sync at the chosen lr, 2bw_taylor at the chosen lambda): it is copied, not repeated.
 tuning_run_of() {  # the tuning run that is (variant, setting) with seed 1, or nothing
   case "$2" in
     sync) echo "lr_$1_$(chosen_lr "$1")" ;;
-    2bw_taylor) echo "taylor_$1_$(chosen_lambda "$1")" ;;
+    2bw_taylor|2bw_predict|2bw_lookahead) echo "$(rule_of "$2")_$1_$(chosen_value "$(rule_of "$2")" "$1")" ;;
   esac
 }
 : >"$work/jobs_main.txt"
@@ -316,7 +344,8 @@ for opt in $OPTIMIZERS; do
   lr=$(chosen_lr "$opt")
   for setting in $SETTINGS; do
     lambda=""
-    [ "$setting" = 2bw_taylor ] && lambda=$(chosen_lambda "$opt")
+    rule=$(rule_of "$setting")
+    [ -n "$rule" ] && lambda=$(chosen_value "$rule" "$opt")
     for seed in $SEEDS; do
       name="${opt}_${setting}_s${seed}"
       tuned=$(tuning_run_of "$opt" "$setting")
@@ -335,6 +364,6 @@ run_all "$work/jobs_main.txt"
 /usr/bin/python3 "$here/summarize_delay_sweep.py" --work "$work" --preset "$preset" --out "$results" \
   --optimizers $OPTIMIZERS --settings $SETTINGS --seeds $SEEDS --view "$VIEW" \
   --lrs "$(for o in $OPTIMIZERS; do echo "$o=$(lrs_of "$o" | tr ' ' ,)"; done | tr '\n' ' ')" \
-  --taylor-lambdas "$(echo "$TAYLOR_LAMBDAS" | tr ' ' ,)" \
+  --tuned $(for r in $TUNED_RULES; do echo "$r=$(echo "${TUNED_GRID[$r]}" | tr ' ' ,)"; done) \
   --config "$(printf '%s ' "${MODEL[@]}") global batch $((MBS * M)) x seq, $ITERS steps, warm-up $WARMUP, cosine to lr/10, clip 1.0" \
   --minutes "$(( (SECONDS - start + 59) / 60 ))"

@@ -8,7 +8,7 @@ learning-rate tuning runs lr_<optimizer>_<lr>) and writes to --out:
   delay_sweep_<preset>.png   validation loss against step, one panel per optimizer, one line per setting
 --view mitigations|momentum|depth adds that preset's section (delay_sweep_views.py); momentum's and depth's
 plot is then the gap against the coefficient or the depth instead of the curves. Where the preset tuned
---delay-fix taylor's lambda (taylor_<optimizer>_<lambda> runs, chosen_taylor.txt) the tuning is listed too.
+--delay-fix taylor's lambda, predict's lambda or lookahead's gamma (<rule>_<optimizer>_<value> runs, chosen_<rule>.txt: --tuned) the tuning is listed too.
 A run that failed (diverged) counts as missing and is listed as such.
 """
 import argparse
@@ -35,7 +35,13 @@ SETTING_LABELS = {
     "2bw_ss": "2bw + sync start",
     "2bw_sc": "2bw + sync cool-down",
     "2bw_ef_sc": "2bw + EF + sync cool-down",
+    "2bw_predict": "2bw + predict",
+    "2bw_lookahead": "2bw + lookahead",
+    "2bw_ef_predict": "2bw + EF + predict",
 }
+# The tuned mitigations' coefficients: the section heading's words per rule (delay_sweep.sh's TUNED_FLAG).
+TUNED_NAMES = {"taylor": ("Taylor's lambda", "2bw + Taylor"), "predict": ("predict's lambda", "2bw + predict"),
+               "lookahead": ("lookahead's gamma", "2bw + lookahead")}
 
 
 def read_curve(path):
@@ -77,11 +83,10 @@ def main():
     ap.add_argument("--config", default="")
     ap.add_argument("--minutes", default="?")
     ap.add_argument("--view", default="curves", choices=["curves", "mitigations", "momentum", "depth"])
-    ap.add_argument("--taylor-lambdas", default="", help="lambda1,lambda2,...: the taylor tuning grid")
+    ap.add_argument("--tuned", nargs="*", default=[], help="rule=v1,v2,...: each tuned mitigation's grid")
     args = ap.parse_args()
 
     chosen = read_chosen(os.path.join(args.work, "chosen_lr.txt"))
-    chosen_lambda = read_chosen(os.path.join(args.work, "chosen_taylor.txt"))
     grid = dict(item.split("=") for item in args.lrs.split())
 
     curves, finals, rows = {}, {}, []
@@ -141,15 +146,19 @@ def main():
             value = f"{curve[-1][1]:.4f}" if curve else "diverged"
             mark = " (chosen)" if lr == chosen.get(opt) else ""
             lines.append(f"| {opt} | {lr}{mark} | {value} |")
-    if chosen_lambda:
-        lines += ["", "## Taylor's lambda (2bw + Taylor at the chosen lr, seed 1)", "",
-                  "| optimizer | lambda | final val loss |", "|---|---:|---:|"]
+    for item in args.tuned:
+        rule, values = item.split("=")
+        chosen_value = read_chosen(os.path.join(args.work, f"chosen_{rule}.txt"))
+        title, setting = TUNED_NAMES[rule]
+        coefficient = title.split()[-1]
+        lines += ["", f"## {title[0].upper() + title[1:]} ({setting} at the chosen lr, seed 1)", "",
+                  f"| optimizer | {coefficient} | final val loss |", "|---|---:|---:|"]
         for opt in args.optimizers:
-            for lam in args.taylor_lambdas.split(","):
-                curve = read_curve(os.path.join(args.work, f"taylor_{opt}_{lam}.jsonl"))
+            for v in values.split(","):
+                curve = read_curve(os.path.join(args.work, f"{rule}_{opt}_{v}.jsonl"))
                 value = f"{curve[-1][1]:.4f}" if curve else "diverged"
-                mark = " (chosen)" if lam == chosen_lambda.get(opt) else ""
-                lines.append(f"| {opt} | {lam}{mark} | {value} |")
+                mark = " (chosen)" if v == chosen_value.get(opt) else ""
+                lines.append(f"| {opt} | {v}{mark} | {value} |")
     if args.view == "mitigations":
         lines += views.mitigations(finals, args.seeds, args.optimizers, args.settings, SETTING_LABELS)
     elif args.view == "momentum":

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The complete delay experiment's presets (run/experiments/delay_sweep.sh --preset mitigations, momentum,
-# depth) on their smoke versions, seconds each: every run of each grid finishes, the table of final losses is
+# The complete delay experiment's presets (run/experiments/delay_sweep.sh --preset mitigations, beyond-ef,
+# momentum, depth) on their smoke versions, seconds each: every run of each grid finishes, the table of final losses is
 # whole, and each preset's own section is: every mitigation's gap and share of 2bw's gap (and taylor's lambda
 # tuned), the 2bw gap at every momentum coefficient, 2bw's and pipedream's gap at every depth. The numbers of a
 # 10-step run mean nothing; the full presets are the experiment.
@@ -38,6 +38,19 @@ expect_in "smoke-mitigations: the runs take 10% of the steps synchronous and the
   '--sync-start 1$' "$WORK/smoke-mitigations/muon_2bw_ss_s2.flags" \
   '--sync-cooldown 1$' "$WORK/smoke-mitigations/adamw_2bw_ef_sc_s2.flags" \
   '--delay-fix taylor --taylor-lambda 0\.' "$WORK/smoke-mitigations/adamw_2bw_taylor_s2.flags"
+
+# beyond-ef: 2 optimizers x 6 settings x 2 seeds = 24 runs; predict's lambda and lookahead's gamma tuned, and
+# ef,predict takes predict's lambda.
+check_preset smoke-beyond-ef "adamw|muon" 24 120
+expect_rows smoke-beyond-ef 8 '^\| (adamw|muon) \| 2bw \+[^|]* \| [^|]+ \| -?[0-9]+% \[' \
+  "a share of 2bw's gap per mitigation"
+expect_rows smoke-beyond-ef 4 '^\| (adamw|muon) \| [0-9.]+ \(chosen\) \| [0-9]' "predict's lambda and lookahead's gamma chosen"
+lambda=$(awk '$1 == "muon" {print $2}' "$WORK/smoke-beyond-ef/chosen_predict.txt")
+expect_in "smoke-beyond-ef: the rules' flags, ef,predict with predict's chosen lambda ($lambda)" \
+  "smoke-beyond-ef: flags: $(cat "$WORK"/smoke-beyond-ef/*_s2.flags | head -n 6)" \
+  '--delay-fix lookahead --lookahead-gamma 0\.' "$WORK/smoke-beyond-ef/adamw_2bw_lookahead_s2.flags" \
+  "--delay-fix ef,predict --predict-lambda $lambda\$" "$WORK/smoke-beyond-ef/muon_2bw_ef_predict_s2.flags" \
+  '--delay-fix predict --predict-lambda ' "$WORK/smoke-beyond-ef/muon_2bw_predict_s1.flags"
 
 # momentum: 8 coefficients x 2 settings x 2 seeds = 32 runs.
 check_preset smoke-momentum "$(echo adamw_b{0.8,0.9,0.95,0.98} muon_m{0.8,0.9,0.95,0.98} | tr ' ' '|')" 32 120
