@@ -136,4 +136,21 @@ expect_error 1 "field 'identity.lr_schedule' is 'cosine lr 0.001 min_lr 0 warmup
   "$NB" train "${FLAGS[@]}" --stages 3 --schedule 2bw --num-microbatches 3 --optimizer adamw --lr 2e-3 --load "$WORK/a_2bw_adamw"
 expect_error 1 "field 'identity.schedule' is '2bw' there, '1f1b' in this run" \
   "$NB" train "${FLAGS[@]}" --stages 3 --schedule 1f1b --num-microbatches 3 --optimizer adamw --load "$WORK/a_2bw_adamw"
+
+# The run's clock over mpirun: the checkpoint keeps the last stage's elapsed_s, and the resumed run's metrics go
+# on from it.
+if [ "$HAVE_MPI" = 1 ]; then
+  C=("${FLAGS[@]}" --schedule 2bw --num-microbatches 2 --optimizer adamw --metrics "$WORK/clock.jsonl")
+  run_logged 120 clock_stop mpirun --oversubscribe -np 2 "$NB" train "${C[@]}" --save "$WORK/clock" --save-interval 3 \
+    --exit-interval 3
+  run_logged 120 clock_resume mpirun --oversubscribe -np 2 "$NB" train "${C[@]}" --load "$WORK/clock"
+  saved_s=$(grep -o '"elapsed_s": [0-9.]*' "$WORK/clock/step_3/manifest.json" | awk '{print $2}')
+  clock=$(python3 -c "import json, sys
+r = [json.loads(l)['elapsed_s'] for l in open(sys.argv[1])]
+s = float(sys.argv[2])
+print('ok' if len(r) == 8 and s > 0 and all(b > a for a, b in zip(r[3:], r[4:])) and r[3] > s else r)" \
+    "$WORK/clock.jsonl" "${saved_s:-0}")
+  [ "$clock" = ok ] && pass "mpirun: elapsed_s saved with step 3 ($saved_s s) and continued on resume" \
+    || fail "mpirun clock: saved '$saved_s', records $clock"
+fi
 finish
