@@ -63,34 +63,31 @@ DelayFixConfig parse_delay_fixes(std::string_view list, DelayFixConfig into) {
     return into;
 }
 
-DelayFix::DelayFix(const DelayFixConfig& config, const ParamLayout& layout, Device device)
-    : kind_(config.kind),
-      predict_(config.predict),
-      taylor_lambda_(config.taylor_lambda),
-      predict_lambda_(config.predict_lambda),
-      lookahead_gamma_(config.lookahead_gamma) {
+DelayFix::DelayFix(const DelayFixConfig& config, const ParamLayout& layout, Device device) : config_(config) {
     config.validate();
     for (const ParamInfo& p : layout.params()) names_.push_back(p.name);
-    if (keeps_last_update()) previous_update_ = TensorSet::zeros(layout, DType::f32, device);
+    if (config_.keeps_last_update()) previous_update_ = TensorSet::zeros(layout, DType::f32, device);
 }
 
 int64_t DelayFix::state_bytes(const DelayFixConfig& config, const ParamLayout& layout) {
-    if (config.kind != DelayFixKind::ef && !config.predicts()) return 0;
+    if (!config.keeps_last_update()) return 0;
     return layout.total_numel() * static_cast<int64_t>(dtype_bytes(DType::f32));
 }
 
 void DelayFix::compensate(Ops& ops, const ParamLayout& layout, const TensorSet& master, TensorSet& grads,
                           const TensorSet* stale) {
-    if (kind_ != DelayFixKind::taylor || stale == nullptr) return;
-    for (int i = 0; i < layout.size(); ++i) ops.delay_compensate(grads[i], master[i], (*stale)[i], taylor_lambda_);
+    if (config_.kind != DelayFixKind::taylor || stale == nullptr) return;
+    for (int i = 0; i < layout.size(); ++i)
+        ops.delay_compensate(grads[i], master[i], (*stale)[i], config_.taylor_lambda);
 }
 
 void DelayFix::update(Ops& ops, Optimizer& optimizer, const ParamLayout& layout, TensorSet& master, TensorSet& grads,
                       float lr, bool asynchronous) {
-    if (!keeps_last_update()) {
+    if (!config_.keeps_last_update()) {
         optimizer.step(ops, layout, master, grads, lr);
         return;
     }
+    const bool look_ahead = config_.kind == DelayFixKind::lookahead && asynchronous;
     // W' = W_t - u_t from the optimizer; u_t = W_t - W', kept (ef's u_{t-1} next step, predict's newest update).
     // ef: W_{t+1} = W' - u_t + u_{t-1} on asynchronous steps; otherwise W_{t+1} = W'.
     std::vector<Tensor> before;
@@ -98,15 +95,16 @@ void DelayFix::update(Ops& ops, Optimizer& optimizer, const ParamLayout& layout,
     optimizer.step(ops, layout, master, grads, lr);
     for (int i = 0; i < layout.size(); ++i) {
         Tensor& w_t = before[static_cast<size_t>(i)];
-        Tensor update = ops.copy_of(w_t);  // becomes -u_t = W' - W_t
+        // Becomes -u_t = W' - W_t, in W_t's own storage unless lookahead still needs W_t.
+        Tensor update = look_ahead ? ops.copy_of(w_t) : std::move(w_t);
         ops.scale_inplace(update, -1.0f);
         ops.add_inplace(update, master[i]);
-        if (kind_ == DelayFixKind::ef && asynchronous) {
+        if (config_.kind == DelayFixKind::ef && asynchronous) {
             ops.add_inplace(master[i], update);              // W' - u_t
             ops.add_inplace(master[i], previous_update_[i]);  // + u_{t-1}
         }
         ops.scale_inplace(update, -1.0f);  // u_t
-        if (kind_ == DelayFixKind::lookahead && asynchronous) {
+        if (look_ahead) {
             look_ahead_step(ops, w_t, update, previous_update_[i], master[i]);
             continue;
         }
@@ -114,11 +112,13 @@ void DelayFix::update(Ops& ops, Optimizer& optimizer, const ParamLayout& layout,
     }
 }
 
-// lookahead: d_{t+1} = gamma d_t + (1 - gamma) u_t (each product rounded to f32, then the sum), W_{t+1} = W_t - d_{t+1}.
+// lookahead: d_{t+1} = gamma d_t + (1 - gamma) u_t (each product rounded to f32, then the sum),
+// W_{t+1} = W_t - d_{t+1}.
 void DelayFix::look_ahead_step(Ops& ops, const Tensor& w_t, const Tensor& u_t, Tensor& d, Tensor& master) const {
-    ops.scale_inplace(d, lookahead_gamma_);
+    const float gamma = config_.lookahead_gamma;
+    ops.scale_inplace(d, gamma);
     Tensor fresh = ops.copy_of(u_t);
-    ops.scale_inplace(fresh, 1.0f - lookahead_gamma_);
+    ops.scale_inplace(fresh, 1.0f - gamma);
     ops.add_inplace(d, fresh);
     Tensor step = ops.copy_of(d);
     ops.scale_inplace(step, -1.0f);
@@ -129,7 +129,7 @@ void DelayFix::look_ahead_step(Ops& ops, const Tensor& w_t, const Tensor& u_t, T
 // W_hat = W + (-lambda u): the product rounded to f32 first, then the sum (what `w - lam * u` does in torch).
 void DelayFix::predict_weights(Ops& ops, const TensorSet& master, TensorSet& out) const {
     if (!predicts()) throw std::logic_error("DelayFix::predict_weights without --delay-fix predict or lookahead");
-    const float lambda = kind_ == DelayFixKind::lookahead ? lookahead_gamma_ : predict_lambda_;
+    const float lambda = config_.kind == DelayFixKind::lookahead ? config_.lookahead_gamma : config_.predict_lambda;
     for (int i = 0; i < master.size(); ++i) {
         Tensor shift = ops.copy_of(previous_update_[i]);
         ops.scale_inplace(shift, -lambda);
@@ -141,9 +141,9 @@ void DelayFix::predict_weights(Ops& ops, const TensorSet& master, TensorSet& out
 
 std::vector<std::pair<std::string, Tensor*>> DelayFix::state_tensors() {
     std::vector<std::pair<std::string, Tensor*>> out;
-    const std::string prefix = kind_ == DelayFixKind::ef          ? "ef_update."
-                               : kind_ == DelayFixKind::lookahead ? "lookahead_step."
-                                                                  : "last_update.";
+    const std::string prefix = config_.kind == DelayFixKind::ef          ? "ef_update."
+                               : config_.kind == DelayFixKind::lookahead ? "lookahead_step."
+                                                                         : "last_update.";
     for (int i = 0; i < previous_update_.size(); ++i)
         out.emplace_back(prefix + names_[static_cast<size_t>(i)], &previous_update_[i]);
     return out;

@@ -70,6 +70,8 @@ struct DelayFixConfig {
     bool any() const { return kind != DelayFixKind::none || predict; }
     // Whether the asynchronous steps run on a predicted version (predict, or lookahead's look-ahead point).
     bool predicts() const { return predict || kind == DelayFixKind::lookahead; }
+    // Whether a buffer keeps the last step's update: ef's u_{t-1}, predict's u, lookahead's d.
+    bool keeps_last_update() const { return kind == DelayFixKind::ef || predicts(); }
     // The list as --delay-fix writes it: "none", "ef", "ef,predict", "predict".
     std::string name() const;
     // nb::UsageError: a lambda negative or not finite.
@@ -85,8 +87,8 @@ public:
     // The bytes of state the constructor allocates for `layout` (ef's previous update), before it does.
     static int64_t state_bytes(const DelayFixConfig& config, const ParamLayout& layout);
 
-    DelayFixKind kind() const { return kind_; }
-    bool predicts() const { return predict_ || kind_ == DelayFixKind::lookahead; }
+    DelayFixKind kind() const { return config_.kind; }
+    bool predicts() const { return config_.predicts(); }
 
     // One optimizer step of `master` with the fix. `asynchronous`: this step's gradient came from a stale
     // version (false for synchronous steps: plain update). `stale`: those stale weights (the compute copy the
@@ -115,15 +117,10 @@ public:
     std::vector<std::pair<std::string, Tensor*>> state_tensors();
 
 private:
-    DelayFixKind kind_;
-    bool predict_;
-    float taylor_lambda_;
-    float predict_lambda_;
-    float lookahead_gamma_;
+    DelayFixConfig config_;
     std::vector<std::string> names_;
     TensorSet previous_update_;  // ef, predict: u_{t-1}; lookahead: d_t
 
-    bool keeps_last_update() const { return kind_ == DelayFixKind::ef || predicts(); }
     void look_ahead_step(Ops& ops, const Tensor& w_t, const Tensor& u_t, Tensor& d, Tensor& master) const;
 };
 
