@@ -321,6 +321,14 @@ private:
     ReplicaSum& sum_;
 };
 
+// With replicas, the backward (or W) that adds the step's last gradient begins their sum and feeds it: the feed
+// to hand it; nothing otherwise.
+std::optional<ReplicaSumFeed> replica_sum_feed(ReplicaSum* sum, bool last_of_step, int64_t step, TensorSet& grads) {
+    if (!sum || !last_of_step) return std::nullopt;
+    sum->begin(step, grads.tensors);
+    return std::optional<ReplicaSumFeed>(std::in_place, *sum);
+}
+
 }  // namespace
 
 // The fused backward, or with `input_only` B, the input half of a split one (the stash then keeps what W reads,
@@ -342,11 +350,8 @@ void StageRunner::backward(const Action& a, bool input_only) {
     Tensor dy = last_ ? loss_gradient() : take(gradients_in_, a.microbatch, "the output gradient");
     StageMoeObserver moe(meter_, nullptr, a.microbatch, a.version);  // for --trace: the loads were counted forward
     LayerContext ctx{ops_, versions_.at(a.version), &state_.grads, f.batch, &moe};
-    std::optional<ReplicaSumFeed> feed;
-    if (!input_only && replica_sum_ && last_gradient_of_step()) {
-        replica_sum_->begin(a.step, state_.grads.tensors);
-        feed.emplace(*replica_sum_);
-    }
+    std::optional<ReplicaSumFeed> feed =
+        replica_sum_feed(replica_sum_.get(), !input_only && last_gradient_of_step(), a.step, state_.grads);
     Tensor dx = input_only ? stage_backward_input(state_.model, ctx, dy, f.stashes)
                            : stage_backward(state_.model, ctx, dy, f.stashes, feed ? &*feed : nullptr);
     versions_.release(a.version);
@@ -373,11 +378,8 @@ void StageRunner::backward_weight(const Action& a) {
     ++next_weight_;
     InFlight& f = node.mapped();
     LayerContext ctx{ops_, versions_.at(a.version), &state_.grads, f.batch};
-    std::optional<ReplicaSumFeed> feed;
-    if (replica_sum_ && last_gradient_of_step()) {
-        replica_sum_->begin(a.step, state_.grads.tensors);
-        feed.emplace(*replica_sum_);
-    }
+    std::optional<ReplicaSumFeed> feed =
+        replica_sum_feed(replica_sum_.get(), last_gradient_of_step(), a.step, state_.grads);
     stage_backward_weight(state_.model, ctx, f.stashes, feed ? &*feed : nullptr);
     versions_.release(a.version);
     meter_.stash_released(f.stash_bytes);
