@@ -169,10 +169,11 @@ def read_metrics(run_dir, r):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def val_curve(run_dir, r, x_key):
-    """(x, val_loss) of a train point's evaluated iterations; x: tokens trained or elapsed seconds."""
+def val_curve(run_dir, r, x_key, metrics=None):
+    """(x, val_loss) of a train point's evaluated iterations; x: tokens trained or elapsed seconds. `metrics`: the
+    point's records when the caller has read them already."""
     points = []
-    for m in read_metrics(run_dir, r):
+    for m in read_metrics(run_dir, r) if metrics is None else metrics:
         if "val_loss" not in m:
             continue
         if x_key == "tokens":
@@ -229,14 +230,15 @@ def time_to_target(run_dir, rows):
         if sync is None:
             continue
         # Its last evaluation in full precision (the CSV's final_val_loss is rounded to 4 digits).
-        sync_curve = val_curve(run_dir, sync, "tokens")
+        sync_metrics = read_metrics(run_dir, sync)
+        sync_curve = val_curve(run_dir, sync, "tokens", sync_metrics)
         target = sync_curve[-1][1] if sync_curve else sync["final_val_loss"]
         curve = val_curve(run_dir, r, "seconds")
         reached = first_time_at(curve, target)
         # The other way round: when the synchronous run got down to this run's final loss, against this run's
         # own time (which of the two got there sooner).
         final = curve[-1] if curve else None
-        sync_at_final = first_time_at(val_curve(run_dir, sync, "seconds"), final[1]) if final else None
+        sync_at_final = first_time_at(val_curve(run_dir, sync, "seconds", sync_metrics), final[1]) if final else None
         if not lines:
             lines = ["| point | target (sync final val loss) | seconds to reach it | final val loss | its seconds |"
                      " sync's seconds to that loss |",
