@@ -31,8 +31,8 @@ StageMemory estimate_stage_memory(const TrainOptions& o, const StageSpec& spec, 
     StageMemory m;
     m.weights_bytes = f32_bytes * params + compute_copy;
     m.versions_bytes = (load.versions_held - 1) * compute_bytes * params;
-    // --delay-fix predict or lookahead: the newest version's prediction, a compute copy beside the weights (its last update
-    // is optimizer state; checkpoints save the master, not this copy).
+    // --delay-fix predict or lookahead: the newest version's prediction, a compute copy beside the weights (its
+    // last update is optimizer state; checkpoints save the master, not this copy).
     if (o.delay_fix.predicts()) m.weights_bytes += compute_bytes * params;
     m.gradients_bytes = f32_bytes * params;
     // The distributed optimizer: the most any replica owns (optim/optimizer_shards.h).

@@ -154,7 +154,8 @@ private:
         // The sum of shard `me` in replica order.
         std::vector<const float*> parts;
         for (int r = 0; r < d; ++r)
-            parts.push_back(r == me ? at(b, begin(b, me)) : static_cast<const float*>(b.shards[static_cast<size_t>(r)].data()));
+            parts.push_back(r == me ? at(b, begin(b, me))
+                                    : static_cast<const float*>(b.shards[static_cast<size_t>(r)].data()));
         cuda::sum_in_order_async(static_cast<float*>(b.sum.data()), parts, mine, group_.stream);
         // Round 2: the summed shard to every replica; theirs into the packed buffer.
         check_nccl(ncclGroupStart(), "ncclGroupStart");

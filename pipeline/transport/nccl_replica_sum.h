@@ -13,8 +13,8 @@
 //
 // THE SUM (make_nccl_replica_sum), per bucket, queued on the group's stream once its slots are done (buffers
 // taken at begin(), in compute-stream order):
-//   the stream waits for the compute stream (where the gradient was written); the slots are copied into one packed buffer; one NCCL
-//   group of ncclSend (shard r to replica r) and ncclRecv (shard `me` from every replica); the sum of the D
+//   the stream waits for the compute stream (where the gradient was written); the slots are copied into one
+//   packed buffer; one NCCL group of ncclSend (shard r to replica r) and ncclRecv (shard `me` from every replica); the sum of the D
 //   shards `me` in replica order (cuda/replica_order_sum.h); one NCCL group sending the summed shard to every
 //   replica and receiving theirs into the packed buffer; the packed buffer copied back into the slots.
 //   Not ncclReduceScatter / ncclAllGather: NCCL's reduction order is its own (ring or tree, by topology), and

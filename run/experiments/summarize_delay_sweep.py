@@ -8,7 +8,8 @@ learning-rate tuning runs lr_<optimizer>_<lr>) and writes to --out:
   delay_sweep_<preset>.png   validation loss against step, one panel per optimizer, one line per setting
 --view mitigations|momentum|depth adds that preset's section (delay_sweep_views.py); momentum's and depth's
 plot is then the gap against the coefficient or the depth instead of the curves. Where the preset tuned
---delay-fix taylor's lambda, predict's lambda or lookahead's gamma (<rule>_<optimizer>_<value> runs, chosen_<rule>.txt: --tuned) the tuning is listed too.
+--delay-fix taylor's lambda, predict's lambda or lookahead's gamma (<rule>_<optimizer>_<value> runs,
+chosen_<rule>.txt: --tuned) the tuning is listed too.
 A run that failed (diverged) counts as missing and is listed as such.
 """
 import argparse

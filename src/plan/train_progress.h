@@ -53,8 +53,8 @@ bool progress_line_due(const IterationReport& r, int64_t log_interval);
 // with the most uneven load (the largest max/mean, the lower block on a tie).
 std::string progress_line(const IterationReport& r);
 
-// step, loss[, aux_loss], lr, grad_norm, tokens_per_s[, val_loss][, elapsed_s][, stage_busy (array), bubble, act_mib (array)]
-// [, moe_layers, moe_aux_loss, moe_load_max_over_mean, moe_idle_fraction (arrays, per MoE layer)].
+// step, loss[, aux_loss], lr, grad_norm, tokens_per_s[, val_loss][, elapsed_s][, stage_busy (array), bubble,
+// act_mib (array)][, moe_layers, moe_aux_loss, moe_load_max_over_mean, moe_idle_fraction (arrays, per MoE layer)].
 MetricsRecord metrics_record(const IterationReport& r);
 
 // The NaN policy, the one rule every training loop follows: with --stop-on-nan (`stop`, the default) a loss that

@@ -127,7 +127,8 @@ SavedRun read_saved_run(const LoadedCheckpoint& c, const std::string& source) {
     saved.data = {static_cast<uint64_t>(int_field(data, "epoch", source)),
                   static_cast<uint64_t>(int_field(data, "index", source))};
     // The run's clock: absent from checkpoints written before it was kept (they restart it at 0).
-    if (const auto it = run.find("elapsed_s"); it != run.end()) saved.elapsed_s = it->second.number(source, "elapsed_s");
+    if (const auto it = run.find("elapsed_s"); it != run.end())
+        saved.elapsed_s = it->second.number(source, "elapsed_s");
     const int64_t stages = int_field(run, "stages", source);
     if (saved.cut.empty() || static_cast<int64_t>(saved.cut.size()) != stages ||
         saved.steps_taken.size() != saved.cut.size())

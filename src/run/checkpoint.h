@@ -84,8 +84,8 @@ StageFiles read_stage_files(const ResumePoint& resume, const StageSpec& stage);
 
 // The one-stage loops (the plain loop; `bench checkpoint`): `stage`'s checkpoint of `step`, its file then its
 // manifest; and its resume from --load, checked first, returning what the manifest says.
-void save_one_stage(const TrainOptions& options, int64_t step, double elapsed_s, StageState& stage, const LoaderPosition& data,
-                    std::FILE* log);
+void save_one_stage(const TrainOptions& options, int64_t step, double elapsed_s, StageState& stage,
+                    const LoaderPosition& data, std::FILE* log);
 ResumePoint load_one_stage(const TrainOptions& options, StageState& stage, std::FILE* log);
 
 // "resumed from DIR (after step T)" and, for a reshard, from how many stages.

@@ -89,7 +89,8 @@ CheckpointTiming time_checkpoint(Ops& ops, const ModelConfig& model, const std::
     constexpr double kNever = std::numeric_limits<double>::infinity();
     CheckpointTiming t{stage.model.layout().total_numel(), 0, kNever, kNever, kNever, kNever, kNever};
     for (int r = 1; r <= reps; ++r) {
-        t.save_s = std::min(t.save_s, seconds_of([&] { save_one_stage(save_plan.options, r, 0.0, stage, {}, sink.f); }));
+        t.save_s =
+            std::min(t.save_s, seconds_of([&] { save_one_stage(save_plan.options, r, 0.0, stage, {}, sink.f); }));
         const std::string step_dir = (fs::path(dir) / fmt::format("step_{}", r)).string();
         for (const auto& entry : fs::directory_iterator(step_dir)) drop_from_page_cache(entry.path().string());
         t.file_bytes = static_cast<int64_t>(fs::file_size(fs::path(step_dir) / "stage_0.bin"));

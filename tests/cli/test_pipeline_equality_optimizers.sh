@@ -8,7 +8,8 @@
 # each run as `nobubble reference`, as `nobubble train --stages P` (in-process) and, with MPI, as
 # `mpirun -np P nobubble train`: the same final weights, optimizer state (delay-fix state included), validation
 # loss and weight versions held. Then checks that the mitigations do something: none, ef, taylor, predict,
-# ef,predict and lookahead end on six different weights; 2bw with every step synchronous (--sync-start = the run) is 1f1b's run exactly.
+# ef,predict and lookahead end on six different weights; 2bw with every step synchronous (--sync-start = the run)
+# is 1f1b's run exactly.
 source "$(dirname "$0")/lib.sh"
 make_corpus "$WORK/corpus.txt"
 FLAGS=(--data "$WORK/corpus.txt" "${TINY_FLAGS[@]}" --num-layers 5 --untie-embeddings-and-output-weights

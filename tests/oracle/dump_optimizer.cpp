@@ -4,7 +4,8 @@
 //
 //   dump_optimizer --workdir DIR --optimizer NAME --lr PEAK [--steps N] [--seed S] [--grad-scale X] [flags]
 //   dump_optimizer --mode delay_fix --workdir DIR --lr PEAK --delay-fix none|ef|taylor|predict|ef,predict|...
-//                  [--taylor-lambda L] [--predict-lambda L] [--lookahead-gamma G] [--sync-steps K] [--steps N] [--seed S] [hyperparameter flags]
+//                  [--taylor-lambda L] [--predict-lambda L] [--lookahead-gamma G] [--sync-steps K] [--steps N]
+//                  [--seed S] [hyperparameter flags]
 //
 // Hyperparameter flags are the command line's (--beta1 --beta2 --beta3 --eps --weight-decay --momentum
 // --nesterov true|false --ns-steps --gamma --precondition-frequency --shampoo-beta --adam-lr --adam-beta1
