@@ -183,7 +183,8 @@ void print_cut(const ModelConfig& c, const InfoFlags& f, const StageCut& cut) {
 }
 
 void print_optimizer_state(const ModelConfig& c, const InfoFlags& f, const std::vector<StageSpec>& specs) {
-    fmt::print("optimizer state per {}, by --optimizer (no --delay-fix; ef or predict add 4 B per parameter):\n",
+    fmt::print("optimizer state per {}, by --optimizer (no --delay-fix; ef, predict or lookahead add 4 B per "
+               "parameter):\n",
                f.distributed_optimizer ? "rank (the largest of the stage's D shares)" : "stage");
     fmt::print("  {:>5}", "stage");
     for (const std::string_view name : optimizer_names()) fmt::print("  {:>10}", name);
