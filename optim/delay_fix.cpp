@@ -127,9 +127,14 @@ void DelayFix::look_ahead_step(Ops& ops, const Tensor& w_t, const Tensor& u_t, T
 }
 
 // W_hat = W + (-lambda u): the product rounded to f32 first, then the sum (what `w - lam * u` does in torch).
-void DelayFix::predict_weights(Ops& ops, const TensorSet& master, TensorSet& out) const {
+void DelayFix::predict_weights(Ops& ops, const TensorSet& master, TensorSet& out, int64_t updates_ahead) const {
     if (!predicts()) throw std::logic_error("DelayFix::predict_weights without --delay-fix predict or lookahead");
-    const float lambda = config_.kind == DelayFixKind::lookahead ? config_.lookahead_gamma : config_.predict_lambda;
+    const bool lookahead = config_.kind == DelayFixKind::lookahead;
+    if (updates_ahead < 0 || (lookahead && updates_ahead != 1))
+        throw std::logic_error(fmt::format("DelayFix::predict_weights: {} updates ahead", updates_ahead));
+    // k u_last stands for the k updates in flight; k = 1 (2bw) leaves lambda's bits as they are.
+    const float lambda =
+        lookahead ? config_.lookahead_gamma : config_.predict_lambda * static_cast<float>(updates_ahead);
     for (int i = 0; i < master.size(); ++i) {
         Tensor shift = ops.copy_of(previous_update_[i]);
         ops.scale_inplace(shift, -lambda);

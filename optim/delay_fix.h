@@ -107,10 +107,12 @@ public:
     void update(Ops& ops, Optimizer& optimizer, const ParamLayout& layout, TensorSet& master, TensorSet& grads,
                 float lr, bool asynchronous);
 
-    // predict: out = W - lambda * u, u the last update (u_{t-1} after step t-1, when `master` holds W_t);
-    // lookahead: out = W - gamma * d, d its last applied step. `out` holds tensors of the compute dtype, apart from
-    // `master`'s. std::logic_error unless predicts().
-    void predict_weights(Ops& ops, const TensorSet& master, TensorSet& out) const;
+    // predict: out = W - (lambda k) * u, u the last update (u_{t-1} after step t-1, when `master` holds W_t) and
+    // k = `updates_ahead`, the updates made while the version is in use (2bw 1; pipedream's stage s of p: p-1-s,
+    // SpecTrain's rule); lookahead: out = W - gamma * d, d its last applied step (2bw only: k must be 1).
+    // `out` holds tensors of the compute dtype, apart from `master`'s. std::logic_error unless predicts(), or for
+    // lookahead with k != 1.
+    void predict_weights(Ops& ops, const TensorSet& master, TensorSet& out, int64_t updates_ahead) const;
 
     // ef: "ef_update.<param>" (u_{t-1}) for every parameter, in layout order; predict alone: "last_update.<param>"
     // (the same u_{t-1}); lookahead: "lookahead_step.<param>" (d); none and taylor: nothing.

@@ -44,10 +44,10 @@ void StageOptimizer::update(Ops& ops, const ParamLayout& layout, TensorSet& mast
     update_expert_biases(ops, layout, master, grads);
 }
 
-void StageOptimizer::predict_weights(Ops& ops, const ParamLayout& layout, const TensorSet& master,
-                                     TensorSet& out) const {
+void StageOptimizer::predict_weights(Ops& ops, const ParamLayout& layout, const TensorSet& master, TensorSet& out,
+                                     int64_t updates_ahead) const {
     TensorSet predicted = trainable_view(layout, out);
-    delay_fix_.predict_weights(ops, trainable_view(layout, master), predicted);
+    delay_fix_.predict_weights(ops, trainable_view(layout, master), predicted, updates_ahead);
 }
 
 void StageOptimizer::update_expert_biases(Ops& ops, const ParamLayout& layout, TensorSet& master,

@@ -44,10 +44,12 @@ public:
     }
 
     // --delay-fix predict: `out` (the compute weights of a predicted version, apart from `master`'s storage)
-    // becomes W_hat = W - lambda u_last on the trainable parameters (DelayFix::predict_weights); a buffer's slot
-    // is left as it is (it shares the master's tensor). std::logic_error without predict.
+    // becomes W_hat = W - (lambda k) u_last on the trainable parameters, k = `updates_ahead` (DelayFix::
+    // predict_weights); a buffer's slot is left as it is (it shares the master's tensor). std::logic_error
+    // without predict.
     bool predicts() const { return delay_fix_.predicts(); }
-    void predict_weights(Ops& ops, const ParamLayout& layout, const TensorSet& master, TensorSet& out) const;
+    void predict_weights(Ops& ops, const ParamLayout& layout, const TensorSet& master, TensorSet& out,
+                         int64_t updates_ahead) const;
 
     // The optimizer's state tensors, then the delay fix's, in their canonical order (what is hashed and saved).
     std::vector<std::pair<std::string, Tensor*>> state_tensors();

@@ -275,8 +275,15 @@ int64_t weight_version(const ScheduleSpec& spec, int stage, int64_t microbatch) 
     if (spec.is_synchronous_step(t)) return t;
     if (spec.kind == ScheduleKind::two_bw) return std::max<int64_t>(t - 1, 0);
     // pipedream: the first asynchronous microbatch is sync_start (one step per microbatch).
-    const int64_t delay = spec.stages - 1 - stage;
-    return std::max<int64_t>(spec.sync_start, microbatch - delay);
+    return std::max<int64_t>(spec.sync_start, microbatch - asynchronous_delay(spec, stage));
+}
+
+int64_t asynchronous_delay(const ScheduleSpec& spec, int stage) {
+    switch (spec.kind) {
+        case ScheduleKind::two_bw: return 1;
+        case ScheduleKind::pipedream: return spec.stages - 1 - stage;
+        default: return 0;
+    }
 }
 
 std::vector<StagePlan> build_schedule(const ScheduleSpec& spec) {

@@ -117,6 +117,9 @@ std::string describe(const Action& action);
 
 // The weight version microbatch `microbatch` uses on `stage`, for its forward and its backward (table above).
 int64_t weight_version(const ScheduleSpec& spec, int stage, int64_t microbatch);
+// How many versions an asynchronous step of `stage` lags, the updates made while its version is in use: 2bw 1,
+// pipedream p-1-s (0 on the last stage), the synchronous schedules 0. --delay-fix predict looks this far ahead.
+int64_t asynchronous_delay(const ScheduleSpec& spec, int stage);
 
 using StagePlan = std::vector<Action>;
 

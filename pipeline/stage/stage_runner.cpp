@@ -55,11 +55,12 @@ std::vector<TensorShard> distributed_shards(const PipelineSetup& setup, int stag
                             o.data_parallel_size);
 }
 
-// --delay-fix predict: the stage's optimizer writes a predicted version (optim/delay_fix.h); nothing otherwise.
-PredictWeights predict_weights_of(Ops& ops, StageState& state) {
+// --delay-fix predict: the stage's optimizer writes a predicted version (optim/delay_fix.h), as many updates
+// ahead as the stage's asynchronous steps lag; nothing otherwise.
+PredictWeights predict_weights_of(Ops& ops, StageState& state, int64_t updates_ahead) {
     if (!state.optimizer.predicts()) return {};
-    return [&ops, &state](const TensorSet& master, TensorSet& out) {
-        state.optimizer.predict_weights(ops, state.model.layout(), master, out);
+    return [&ops, &state, updates_ahead](const TensorSet& master, TensorSet& out) {
+        state.optimizer.predict_weights(ops, state.model.layout(), master, out, updates_ahead);
     };
 }
 
@@ -101,7 +102,8 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
                                     shard_tag_stride(setup))),
       lr_(o_.lr, setup.spec.optimizer_steps()),
       versions_(ops, state_.model.layout(), state_.master, setup.plans.at(static_cast<size_t>(stage)),
-                o_.delay_fix.kind == DelayFixKind::taylor, predict_weights_of(ops, state_)),
+                o_.delay_fix.kind == DelayFixKind::taylor,
+                predict_weights_of(ops, state_, asynchronous_delay(setup.spec, stage))),
       data_(open_train_data(o_)),
       train_reader_(o_),
       val_reader_(o_),

@@ -66,15 +66,19 @@ void check_clip_scope_and_ties(const TrainOptions& o) {
         throw UsageError("tied embeddings across stages are not built yet: use --untie-embeddings-and-output-weights");
 }
 
-// The mitigations act on 2bw's one-step delay; the synchronous steps exist only in asynchronous schedules.
+// The mitigations act on 2bw's one-step delay; predict alone also on pipedream's p-1-s (it extrapolates that many
+// updates); the synchronous steps exist only in asynchronous schedules.
 void check_delay_mitigations(const TrainOptions& o) {
     const std::string_view schedule = schedule_kind_name(o.schedule);
-    if (o.delay_fix.any() && o.schedule != ScheduleKind::two_bw)
-        throw UsageError(fmt::format(
-            "--delay-fix {} applies to --schedule 2bw only, not {}: {}", o.delay_fix.name(),
-            schedule,
-            is_asynchronous(o.schedule) ? "pipedream's delay differs per stage and no per-stage rule is defined yet"
-                                        : "a synchronous schedule has no stale gradient to correct"));
+    const bool predict_alone = o.delay_fix.predict && o.delay_fix.kind == DelayFixKind::none;
+    if (o.delay_fix.any() && o.schedule == ScheduleKind::pipedream && !predict_alone)
+        throw UsageError(fmt::format("--delay-fix {} applies to --schedule 2bw only; pipedream takes predict alone: "
+                                     "its delay differs per stage and ef, taylor and lookahead are one-step rules",
+                                     o.delay_fix.name()));
+    if (o.delay_fix.any() && !is_asynchronous(o.schedule))
+        throw UsageError(fmt::format("--delay-fix {} applies to --schedule 2bw and pipedream, not {}: a synchronous "
+                                     "schedule has no stale gradient to correct",
+                                     o.delay_fix.name(), schedule));
     if ((o.sync_start > 0 || o.sync_cooldown > 0) && !is_asynchronous(o.schedule))
         throw UsageError(fmt::format("--sync-start/--sync-cooldown apply to 2bw and pipedream; --schedule {} is "
                                      "synchronous already",

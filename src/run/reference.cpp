@@ -61,12 +61,17 @@ bool is_synchronous_step(Schedule schedule, int64_t step, const SyncSteps& sync)
 
 int64_t weight_version(Schedule schedule, int stage, int num_stages, int64_t step, const SyncSteps& sync) {
     if (is_synchronous_step(schedule, step, sync)) return step;
+    return std::max<int64_t>(schedule == Schedule::pipedream ? sync.start : 0,
+                             step - updates_in_flight(schedule, stage, num_stages));
+}
+
+int64_t updates_in_flight(Schedule schedule, int stage, int num_stages) {
     switch (schedule) {
-        case Schedule::two_bw: return std::max<int64_t>(step - 1, 0);
-        case Schedule::pipedream: return std::max<int64_t>(sync.start, step - (num_stages - 1 - stage));
+        case Schedule::two_bw: return 1;
+        case Schedule::pipedream: return num_stages - 1 - stage;
         default: break;
     }
-    throw std::logic_error("weight_version: unknown schedule");
+    throw std::logic_error("updates_in_flight: not an asynchronous schedule");
 }
 
 namespace {
@@ -315,14 +320,16 @@ private:
     }
 
     // W_version of stage s from its master, which holds it now: the compute weights, or under --delay-fix predict
-    // (lookahead), where only asynchronous steps use the version (version >= 1 and step `version` asynchronous:
-    // 2bw's step t uses W_{t-1}), their prediction W_version - lambda u_{version-1} (lookahead's look-ahead point
+    // (lookahead), where only steps later than `version` use it (version >= 1 and step `version` itself uses an
+    // older one: 2bw's step t uses W_{t-1}, pipedream's W_{t-(p-1-s)}), their prediction
+    // W_version - (lambda k) u_{version-1}, k the updates those steps lag (lookahead's look-ahead point
     // W_version - gamma d_version) (optim/delay_fix.h).
     TensorSet version_snapshot(int s, int64_t version) {
         Stage& st = stage(s);
         TensorSet weights = compute_snapshot(ops_, st.model.layout(), st.master);
-        if (o_.delay_fix.predicts() && version >= 1 && !is_synchronous_step(schedule_, version, sync_))
-            st.optimizer.predict_weights(ops_, st.model.layout(), st.master, weights);
+        if (o_.delay_fix.predicts() && version >= 1 && version_of(s, version) != version)
+            st.optimizer.predict_weights(ops_, st.model.layout(), st.master, weights,
+                                         updates_in_flight(schedule_, s, num_stages()));
         return weights;
     }
 

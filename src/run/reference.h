@@ -72,6 +72,10 @@ bool is_synchronous_step(Schedule schedule, int64_t step, const SyncSteps& sync)
 // After --sync-start the asynchronous rule holds "as if it had always": 2bw's first asynchronous step K already
 // uses W_{K-1}. It never decreases as `step` grows (the history relies on that to drop old versions).
 int64_t weight_version(Schedule schedule, int stage, int num_stages, int64_t step, const SyncSteps& sync = {});
+// The updates made while an asynchronous step's version is in use, t - v above away from the edges: 2bw 1,
+// pipedream p-1-s. --delay-fix predict extrapolates the version by that many updates. std::logic_error for a
+// synchronous schedule.
+int64_t updates_in_flight(Schedule schedule, int stage, int num_stages);
 
 
 struct ReferenceSummary {

@@ -90,17 +90,19 @@ expect_error 2 "lookahead-gamma 1 must be in \[0, 1)" "${T[@]}" --schedule 2bw -
 expect_error 2 "delay-fix 'ef,taylor': ef and taylor both correct the step; choose one" "${T[@]}" --schedule 2bw --delay-fix ef,taylor
 expect_error 2 "delay-fix 'none,predict': none stands alone" "${T[@]}" --schedule 2bw --delay-fix none,predict
 expect_error 2 "delay-fix 'predict,predict' names predict twice" "${T[@]}" --schedule 2bw --delay-fix predict,predict
-expect_error 2 "delay-fix ef,predict applies to --schedule 2bw only, not pipedream" "${T[@]}" --schedule pipedream --delay-fix ef,predict
+expect_error 2 "delay-fix ef,predict applies to --schedule 2bw only; pipedream takes predict alone" "${T[@]}" --schedule pipedream --delay-fix ef,predict
 expect_error 2 "predict-lambda -1 must be >= 0" "${T[@]}" --schedule 2bw --delay-fix predict --predict-lambda -1
 expect_error 2 "delay-fix predict with --use-distributed-optimizer is not built yet" "${T[@]}" --schedule 2bw --delay-fix predict --data-parallel-size 2 --use-distributed-optimizer
-expect_error 2 "delay-fix ef applies to --schedule 2bw only, not 1f1b" "${T[@]}" --delay-fix ef
-expect_error 2 "delay-fix taylor applies to --schedule 2bw only, not pipedream" "${T[@]}" --schedule pipedream --delay-fix taylor
+expect_error 2 "delay-fix ef applies to --schedule 2bw and pipedream, not 1f1b: a synchronous schedule" "${T[@]}" --delay-fix ef
+expect_error 2 "delay-fix taylor applies to --schedule 2bw only; pipedream takes predict alone" "${T[@]}" --schedule pipedream --delay-fix taylor
+expect_error 2 "delay-fix lookahead applies to --schedule 2bw only; pipedream" "${T[@]}" --schedule pipedream --delay-fix lookahead
+expect_error 2 "delay-fix predict applies to --schedule 2bw and pipedream, not gpipe" "${T[@]}" --schedule gpipe --delay-fix predict
 expect_error 2 "taylor-lambda -1 must be >= 0" "${T[@]}" --schedule 2bw --delay-fix taylor --taylor-lambda -1
 expect_error 2 "sync-start 2 + --sync-cooldown 1 exceed the 2 optimizer steps" "${T[@]}" --schedule 2bw --sync-start 2 --sync-cooldown 1
 expect_error 2 "sync-start must be >= 0, got -1" "${T[@]}" --schedule 2bw --sync-start -1
 expect_error 2 "is synchronous already" "${T[@]}" --schedule gpipe --sync-cooldown 1
 expect_error 2 "sync-start 2 + --sync-cooldown 1 exceed" "$NB" reference --data "$C" "${TINY_FLAGS[@]}" --train-iters 2 --schedule 2bw --sync-start 2 --sync-cooldown 1
-expect_error 2 "delay-fix ef applies to --schedule 2bw only" "$NB" reference --data "$C" "${TINY_FLAGS[@]}" --train-iters 2 --delay-fix ef
+expect_error 2 "delay-fix ef applies to --schedule 2bw and pipedream, not 1f1b" "$NB" reference --data "$C" "${TINY_FLAGS[@]}" --train-iters 2 --delay-fix ef
 # --list KIND: the names, one per line, exit 0; they are the names the flag's parser accepts (its error lists
 # the same); an unknown KIND is one error line naming the kinds.
 expect_list() {

@@ -5,6 +5,8 @@
 #   2. every --delay-fix but none (ef, taylor, predict, lookahead: 2bw only) for P in {2, 3, 4} and m in {P, 2P}, the
 #      optimizer rotating so each one meets every fix; the lists ef,predict and taylor,predict at P in {2, 3};
 #   3. --sync-start / --sync-cooldown with 2bw (with ef, and with ef,predict at P = 2) and pipedream, P in {2, 4};
+#   4. pipedream with --delay-fix predict (each stage looks ahead as many updates as it lags) at P in {3, 4}, and
+#      with --sync-start 2 and --sync-cooldown 2 at P = 3;
 # each run as `nobubble reference`, as `nobubble train --stages P` (in-process) and, with MPI, as
 # `mpirun -np P nobubble train`: the same final weights, optimizer state (delay-fix state included), validation
 # loss and weight versions held. Then checks that the mitigations do something: none, ef, taylor, predict,
@@ -62,6 +64,12 @@ for p in 2 4; do
     check_against_reference "pipedream_${id}_p${p}" "$p" --schedule pipedream --optimizer lion --num-microbatches "$p" $sync
   done
 done
+for p in 3 4; do
+  check_against_reference "pipedream_predict_p${p}" "$p" --schedule pipedream --delay-fix predict --predict-lambda 0.5 \
+    --optimizer muon --num-microbatches "$p"
+done
+check_against_reference pipedream_predict_sync_p3 3 --schedule pipedream --delay-fix predict --optimizer adamw \
+  --num-microbatches 3 --sync-start 2 --sync-cooldown 2
 echo "matrix: $((SECONDS - start)) s"
 
 # The fixes change the result: none, ef and taylor on the same run end on three different weights.
@@ -77,6 +85,12 @@ distinct=$(printf '%s\n' "${hashes[@]}" | grep -c . | tr -d ' ')
 unique=$(printf '%s\n' "${hashes[@]}" | grep . | sort -u | wc -l | tr -d ' ')
 [ "$distinct" = 6 ] && [ "$unique" = 6 ] && pass "none, ef, taylor, predict, ef,predict and lookahead differ" \
   || fail "none, ef, taylor, predict, ef,predict, lookahead: ${hashes[*]}"
+
+# Pipedream's prediction changes its run (the same optimizer, P and m as the plain one above).
+[ -n "$(hash_of "$WORK/ref_pipedream_predict_p3.log")" ] \
+  && [ "$(hash_of "$WORK/ref_pipedream_predict_p3.log")" != "$(hash_of "$WORK/ref_muon_pipedream.log")" ] \
+  && pass "pipedream with predict differs from plain pipedream" \
+  || fail "pipedream predict $(hash_of "$WORK/ref_pipedream_predict_p3.log") vs plain $(hash_of "$WORK/ref_muon_pipedream.log")"
 
 # Every step synchronous: 2bw is 1f1b, and ef (which acts on asynchronous steps only) changes nothing. Without
 # clipping, since 1f1b clips globally and 2bw per stage.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Exact resume of the pipeline executor and the oracle (src/run/checkpoint.h, docs/DESIGN.md section 8), on the CPU:
 # - every schedule x every optimizer, and 2bw with ef, taylor, predict, ef,predict, lookahead and
-#   --sync-start/--sync-cooldown: a run stopped
+#   --sync-start/--sync-cooldown, and pipedream with predict: a run stopped
 #   by --exit-interval after step 2 (mid-warm-up) and resumed ends on the oracle's uninterrupted weights AND
 #   optimizer state; stopped after step 5 (mid-decay, not a multiple of --save-interval 3) with its own
 #   checkpoint removed, the resume from step 3 ends there too;
@@ -60,6 +60,7 @@ resume_case 2bw_muon_ef_predict_sync 3 --schedule 2bw --num-microbatches 3 --opt
 resume_case 2bw_muon_ef_sync 3 --schedule 2bw --num-microbatches 3 --optimizer muon --delay-fix ef \
   --sync-start 2 --sync-cooldown 2
 resume_case pipedream_lion_sync 3 --schedule pipedream --num-microbatches 2 --optimizer lion --sync-start 3
+resume_case pipedream_adamw_predict 3 --schedule pipedream --num-microbatches 2 --optimizer adamw --delay-fix predict
 
 # The oracle resumes from train's checkpoint, and train from the oracle's.
 run_logged 120 ref_from_train "$NB" reference "${FLAGS[@]}" --stages 3 --schedule 2bw --num-microbatches 3 \

@@ -4,8 +4,8 @@
 //
 //   dump_optimizer --workdir DIR --optimizer NAME --lr PEAK [--steps N] [--seed S] [--grad-scale X] [flags]
 //   dump_optimizer --mode delay_fix --workdir DIR --lr PEAK --delay-fix none|ef|taylor|predict|ef,predict|...
-//                  [--taylor-lambda L] [--predict-lambda L] [--lookahead-gamma G] [--sync-steps K] [--steps N]
-//                  [--seed S] [hyperparameter flags]
+//                  [--taylor-lambda L] [--predict-lambda L] [--lookahead-gamma G] [--sync-steps K] [--delay D]
+//                  [--steps N] [--seed S] [hyperparameter flags]
 //
 // Hyperparameter flags are the command line's (--beta1 --beta2 --beta3 --eps --weight-decay --momentum
 // --nesterov true|false --ns-steps --gamma --precondition-frequency --shampoo-beta --adam-lr --adam-beta1
@@ -21,7 +21,9 @@
 // (at W_0 for k = 0) and DelayFix::step gets asynchronous = true and those stale weights (nullptr for k = 0, whose
 // gradient was computed at W_k itself). With predict, W_{k-1} is its prediction W_{k-1} - lambda u_{k-2}
 // (DelayFix::predict_weights) where step k - 1 was asynchronous too and k - 1 >= 1; with lookahead its look-ahead
-// point W_{k-1} - gamma d_{k-1}.
+// point W_{k-1} - gamma d_{k-1}. --delay D > 1 (predict alone, no synchronous steps) simulates a pipedream stage
+// that lags D updates: step k's gradient at W_{max(k-D, 0)}, and each version v >= 1 made as its prediction
+// W_v - (lambda D) u_{v-1}.
 //
 // Files in DIR, raw little-endian float32:
 //   weights_init.f32, grads_<k>.f32 (optimizer mode), weights_final.f32: all parameters concatenated in layout order;
@@ -31,6 +33,7 @@
 //   soap_exp_avg_<param>.f32 (soap): the first moment in the original space after the last step.
 // manifest.json names the parameters (name, shape, kind, weight_decay), the lrs, the state tensors (name, file,
 // shape) and the SOAP extras.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -99,6 +102,7 @@ struct Args {
     OptimizerConfig opt;
     DelayFixConfig delay_fix;
     int sync_steps = 0;
+    int delay = 1;  // the updates an asynchronous step lags (2bw 1)
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -106,7 +110,7 @@ struct Args {
                  "dump_optimizer: %s\n"
                  "usage: dump_optimizer --workdir DIR --optimizer NAME --lr PEAK [--steps N] [--seed S] [flags]\n"
                  "       dump_optimizer --mode delay_fix --workdir DIR --lr PEAK --delay-fix KIND [--taylor-lambda L]\n"
-                 "                      [--sync-steps K] [--steps N] [--seed S] [flags]\n",
+                 "                      [--sync-steps K] [--delay D] [--steps N] [--seed S] [flags]\n",
                  why.c_str());
     std::exit(2);
 }
@@ -160,6 +164,7 @@ Args parse_args(int argc, char** argv) {
         else if (flag == "--lookahead-gamma") a.delay_fix.lookahead_gamma = parse_float(flag, v);
         else if (flag == "--taylor-lambda") a.delay_fix.taylor_lambda = parse_float(flag, v);
         else if (flag == "--sync-steps") a.sync_steps = parse_int(flag, v);
+        else if (flag == "--delay") a.delay = parse_int(flag, v);
         else if (const OptimizerFlag* f = find_optimizer_flag(flag))
             set_flag_value(a.opt, *f, parse_flag_value(*f, flag, v));
         else usage("unknown flag " + flag);
@@ -169,6 +174,9 @@ Args parse_args(int argc, char** argv) {
     if (a.steps < 1) usage("--steps must be >= 1");
     if (!(a.grad_scale > 0)) usage("--grad-scale must be > 0");
     if (a.mode != "optimizer" && a.mode != "delay_fix") usage("--mode optimizer | delay_fix");
+    if (a.delay < 1) usage("--delay must be >= 1");
+    if (a.delay > 1 && (a.sync_steps > 0 || a.delay_fix.kind != nb::DelayFixKind::none))
+        usage("--delay > 1 takes --delay-fix none or predict, without --sync-steps");
     return a;
 }
 
@@ -312,22 +320,24 @@ void run_delay_fix(const Args& args) {
         return out;
     };
 
-    // The versions as the steps use them: `current` is W_k, `previous` W_{k-1} (W_0 at k = 0); under predict a
-    // version that an asynchronous step uses (k >= 1, step k asynchronous) is made as its prediction the moment it
-    // exists (the fix then holds u_{k-1}).
-    auto version_made = [&](int k) {
+    // The versions as the steps use them: versions[v] is W_v; under predict a version that only asynchronous steps
+    // use (v >= 1, step v asynchronous) is made as its prediction the moment it exists (the fix then holds
+    // u_{v-1}), `delay` updates ahead.
+    auto version_made = [&](int v) {
         TensorSet w = copy_of(master);
-        if (args.delay_fix.predicts() && k >= 1 && k >= args.sync_steps) fix.predict_weights(ops, master, w);
+        if (args.delay_fix.predicts() && v >= 1 && v >= args.sync_steps)
+            fix.predict_weights(ops, master, w, args.delay);
         return w;
     };
-    TensorSet current = version_made(0), previous = copy_of(current);
+    std::vector<TensorSet> versions;
+    versions.push_back(version_made(0));
     for (int k = 0; k < args.steps; ++k) {
         const bool asynchronous = k >= args.sync_steps;
-        TensorSet grads = gradient_at(asynchronous ? previous : master);
-        const TensorSet* stale = asynchronous && k > 0 ? &previous : nullptr;
+        const TensorSet& used = versions[static_cast<size_t>(std::max(k - args.delay, 0))];
+        TensorSet grads = gradient_at(asynchronous ? used : master);
+        const TensorSet* stale = asynchronous && k > 0 ? &used : nullptr;
         fix.step(ops, *optimizer, layout, master, grads, lrs[static_cast<size_t>(k)], asynchronous, stale);
-        previous = std::move(current);
-        current = version_made(k + 1);
+        versions.push_back(version_made(k + 1));
     }
     write_set(args.workdir + "/weights_final.f32", master);
 
@@ -341,6 +351,7 @@ void run_delay_fix(const Args& args) {
     m.add("lookahead_gamma", fmt::format("{:.9g}", args.delay_fix.lookahead_gamma));
     m.add("taylor_lambda", fmt::format("{:.9g}", args.delay_fix.taylor_lambda));
     m.add("sync_steps", std::to_string(args.sync_steps));
+    m.add("delay", std::to_string(args.delay));
     m.add("steps", std::to_string(args.steps));
     m.add("peak_lr", fmt::format("{:.17g}", args.lr));
     m.add("lrs", lrs_json(lrs));

@@ -34,6 +34,8 @@ Runs, 12 steps each, lr peak 1e-2 (warm-up + cosine):
                        weights by only ~5e-5 of their size here, 20 by ~6e-3) from step 0; after 3 synchronous steps
   predict, predict_sync_start, predict_half (lambda_p 0.5), ef_predict, ef_predict_sync_start, taylor_predict
   lookahead (gamma 0.5), lookahead_sync_start (gamma 0.5), lookahead_high (gamma 0.9)
+  none_delay3, predict_delay3 (lambda_p 0.5)   dump_optimizer --delay 3: a pipedream stage 3 updates behind, the
+                       gradient of step k at W_{max(k-3, 0)}; predict makes W_v (v >= 1) as W_v - 3 lambda_p u_{v-1}
 Compared: final weights, AdamW's exp_avg.* / exp_avg_sq.*, ef's ef_update.* or predict's last_update.* (u of the
 last step), lookahead's lookahead_step.* (d); tolerance 1e-5.
 Each fix must also move the weights measurably away from the unfixed run (else this test could not tell).
@@ -54,11 +56,11 @@ def gradient(a, c, w):
     return [ai * (wi - ci) for ai, wi, ci in zip(a, w, c)]
 
 
-def replay(case, kind, lam, sync_steps, predict=False, predict_lambda=1.0):
+def replay(case, kind, lam, sync_steps, predict=False, predict_lambda=1.0, delay=1):
     a = oo.read_set(case.file(case.m["quad_a"]), case.params)
     c = oo.read_set(case.file(case.m["quad_c"]), case.params)
     w = oo.clones(case.weights_init)
-    prev = oo.clones(w)  # W_{k-1} (W_0 at k = 0)
+    used = [oo.clones(w)]  # used[v]: W_v as the steps use it (its prediction where one is made)
     params = [t.clone() for t in w]  # torch AdamW's parameters; each step loads W_k into them
     r = oo.lr32
     opt = torch.optim.AdamW(
@@ -66,12 +68,11 @@ def replay(case, kind, lam, sync_steps, predict=False, predict_lambda=1.0):
          {"params": [p for i, p in enumerate(params) if not case.decays(i)], "weight_decay": 0.0}],
         lr=case.lrs[0], betas=(r(BETAS[0]), r(BETAS[1])), eps=r(EPS), foreach=False)
     u_prev = [torch.zeros_like(t) for t in w]
-    current = w  # W_k as the steps use it (its prediction where one is made)
     for k in range(case.steps):
         asynchronous = k >= sync_steps
-        g = gradient(a, c, prev if asynchronous else w)
+        stale = used[max(k - delay, 0)]  # W_{k-delay} (at k < delay: W_0, the gradient's own weights at k = 0)
+        g = gradient(a, c, stale if asynchronous else w)
         if kind == "taylor" and asynchronous:
-            stale = prev if k > 0 else w  # at k = 0 the gradient was computed at W_0 itself
             g = [gi + lam * gi * gi * (wi - si) for gi, wi, si in zip(g, w, stale)]
         for p, wi, gi in zip(params, w, g):
             p.copy_(wi)
@@ -90,12 +91,12 @@ def replay(case, kind, lam, sync_steps, predict=False, predict_lambda=1.0):
             new_w = stepped  # (lookahead: d_{k+1} = u_k)
         u_prev = u
         w = new_w
-        prev = current
         if (predict or kind == "lookahead") and k + 1 >= 1 and k + 1 >= sync_steps:
-            # W_hat_{k+1} = W_{k+1} - lambda_p u_k (lookahead: - gamma d_{k+1})
-            current = [wi - predict_lambda * ui for wi, ui in zip(w, u)]
+            # W_hat_{k+1} = W_{k+1} - (lambda_p delay) u_k (lookahead: - gamma d_{k+1}): the delay updates in
+            # flight while W_{k+1} is in use, each estimated by the newest known one (SpecTrain)
+            used.append([wi - predict_lambda * delay * ui for wi, ui in zip(w, u)])
         else:
-            current = w
+            used.append(w)
     state = {}
     for i, (name, p) in enumerate(zip(case.names, params)):
         state[f"exp_avg.{name}"] = opt.state[p]["exp_avg"]
@@ -112,7 +113,7 @@ def replay(case, kind, lam, sync_steps, predict=False, predict_lambda=1.0):
 def main():
     args = oo.parse_args(__doc__)
     checker = oo.Checker()
-    # label, kind (none | ef | taylor), taylor's lambda, synchronous steps, predict, predict's lambda
+    # label, kind (none | ef | taylor), taylor's lambda, synchronous steps, predict, predict's lambda[, delay]
     runs = [
         ("none_sync", "none", 0.04, STEPS, False, 1.0),
         ("none_async", "none", 0.04, 0, False, 1.0),
@@ -129,25 +130,28 @@ def main():
         ("lookahead", "lookahead", 0.04, 0, False, 0.5),
         ("lookahead_sync_start", "lookahead", 0.04, 3, False, 0.5),
         ("lookahead_high", "lookahead", 0.04, 0, False, 0.9),
+        ("none_delay3", "none", 0.04, 0, False, 1.0, 3),
+        ("predict_delay3", "none", 0.04, 0, True, 0.5, 3),
     ]
     unfixed = {}
-    for label, kind, lam, sync_steps, predict, predict_lambda in runs:
+    for label, kind, lam, sync_steps, predict, predict_lambda, *rest in runs:
+        delay = rest[0] if rest else 1
         fix = f"{kind},predict" if predict and kind != "none" else ("predict" if predict else kind)
         flags = ["--mode", "delay_fix", "--optimizer", "adamw", "--lr", LR, "--steps", STEPS,
                  "--beta1", BETAS[0], "--beta2", BETAS[1], "--eps", EPS, "--weight-decay", WD,
                  "--delay-fix", fix, "--taylor-lambda", lam, "--predict-lambda", predict_lambda,
                  "--lookahead-gamma", predict_lambda if kind == "lookahead" else 0.5,
-                 "--sync-steps", sync_steps]
+                 "--sync-steps", sync_steps, "--delay", delay]
         case = oo.Case(args.dump, f"{args.workdir}/{label}", flags)
         # (lookahead's gamma rides in the predict_lambda column)
-        ref_weights, ref_state = replay(case, kind, lam, sync_steps, predict, predict_lambda)
+        ref_weights, ref_state = replay(case, kind, lam, sync_steps, predict, predict_lambda, delay)
         checker.compare_case(label, case, ref_weights, ref_state)
         # How far the fix moves the weights from the same run without it (the oracle's own two runs), and
         # predict beside ef or taylor from that rule alone.
         if fix == "none":
-            unfixed[sync_steps] = ref_weights
+            unfixed[(sync_steps, delay)] = ref_weights
             continue
-        bases = [("none", replay(case, "none", lam, sync_steps)[0])]
+        bases = [("none", replay(case, "none", lam, sync_steps, delay=delay)[0])]
         if predict and kind != "none":
             bases.append((kind, replay(case, kind, lam, sync_steps)[0]))
         for base_name, base in bases:
@@ -156,9 +160,10 @@ def main():
             checker.record(label, f"effect of {fix} vs {base_name} (must be > {100 * checker.tolerance:g})",
                            effect, ok)
     # The synchronous and the stale runs must differ too, or the 2BW simulation would not be exercised.
-    effect = max(oo.relative_error(a, b) for a, b in zip(unfixed[STEPS], unfixed[0]))
-    checker.record("none_async", f"stale vs fresh gradients (must be > {100 * checker.tolerance:g})", effect,
-                   effect > 100 * checker.tolerance)
+    for label, stale in (("none_async", (0, 1)), ("none_delay3", (0, 3))):
+        effect = max(oo.relative_error(a, b) for a, b in zip(unfixed[(STEPS, 1)], unfixed[stale]))
+        checker.record(label, f"stale vs fresh gradients (must be > {100 * checker.tolerance:g})", effect,
+                       effect > 100 * checker.tolerance)
     checker.finish()
 
 
