@@ -69,7 +69,8 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--lr-decay-iters", o.lr.decay_iters, "Steps over which to decay (default: all steps)");
     sub.add_option("--lr-wsd-decay-iters", o.lr.wsd_decay_iters, "Final decay steps of WSD (default: 20%)");
     add_optimizer_flags(sub, o.optimizer);
-    sub.add_option("--delay-fix", f.delay_fix, kDelayFixKinds.choices_text() + ", or a comma list; 2bw (pipedream: predict)")
+    sub.add_option("--delay-fix", f.delay_fix,
+                   kDelayFixKinds.choices_text() + ", or a comma list; 2bw (pipedream: predict)")
         ->capture_default_str();
     sub.add_option("--taylor-lambda", o.delay_fix.taylor_lambda, "taylor: lambda of g + lambda g*g*(W - W_stale)")
         ->capture_default_str();

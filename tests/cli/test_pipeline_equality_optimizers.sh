@@ -87,10 +87,10 @@ unique=$(printf '%s\n' "${hashes[@]}" | grep . | sort -u | wc -l | tr -d ' ')
   || fail "none, ef, taylor, predict, ef,predict, lookahead: ${hashes[*]}"
 
 # Pipedream's prediction changes its run (the same optimizer, P and m as the plain one above).
-[ -n "$(hash_of "$WORK/ref_pipedream_predict_p3.log")" ] \
-  && [ "$(hash_of "$WORK/ref_pipedream_predict_p3.log")" != "$(hash_of "$WORK/ref_muon_pipedream.log")" ] \
-  && pass "pipedream with predict differs from plain pipedream" \
-  || fail "pipedream predict $(hash_of "$WORK/ref_pipedream_predict_p3.log") vs plain $(hash_of "$WORK/ref_muon_pipedream.log")"
+predicted=$(hash_of "$WORK/ref_pipedream_predict_p3.log")
+plain=$(hash_of "$WORK/ref_muon_pipedream.log")
+[ -n "$predicted" ] && [ "$predicted" != "$plain" ] && pass "pipedream with predict differs from plain pipedream" \
+  || fail "pipedream predict $predicted vs plain $plain"
 
 # Every step synchronous: 2bw is 1f1b, and ef (which acts on asynchronous steps only) changes nothing. Without
 # clipping, since 1f1b clips globally and 2bw per stage.
