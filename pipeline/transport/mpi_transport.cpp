@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "src/core/error.h"
+#include "src/core/job_failure.h"
 #include "src/core/mpi_env.h"
 
 namespace nb {
@@ -104,13 +105,6 @@ bool ranks_oversubscribe_cores(MPI_Comm comm) {
 std::chrono::microseconds progress_interval() {
     const char* e = std::getenv("NOBUBBLE_MPI_PROGRESS_US");
     return e ? std::chrono::microseconds(std::max(0, std::atoi(e))) : kProgressInterval;
-}
-
-// Every MPI call of every transport of the process holds it (MPI_THREAD_SERIALIZED): with data parallelism a
-// rank has two, its pipeline's and its replicas', and two progress helpers.
-std::mutex& process_mpi_mutex() {
-    static std::mutex m;
-    return m;
 }
 
 class MpiTransport final : public Transport {
@@ -281,11 +275,8 @@ public:
         sends_.clear();
     }
 
-    [[noreturn]] void abort(int exit_code) override {
-        mutex_.lock();  // the helper, if running, stays out of MPI from here on (it is never unlocked)
-        MPI_Abort(MPI_COMM_WORLD, exit_code);
-        std::_Exit(exit_code);  // MPI_Abort does not return; this only satisfies [[noreturn]]
-    }
+    // The failure was reported (src/core/job_failure.h); the other ranks end at their next wait.
+    [[noreturn]] void abort(int exit_code) override { end_process_after_failure(exit_code); }
 
 private:
     using RecvKey = std::pair<int, MessageTag>;  // from, tag
@@ -435,7 +426,8 @@ private:
     std::map<MessageTag, PendingGather> gathers_;
     std::list<PendingSend> sends_;  // a list: requests must not move while MPI writes them
 
-    std::mutex& mutex_ = process_mpi_mutex();  // held by every MPI call (MPI_THREAD_SERIALIZED)
+    // Held by every MPI call of the process (MPI_THREAD_SERIALIZED; with D > 1 two transports, two helpers).
+    std::mutex& mutex_ = mpi_call_mutex();
     std::thread helper_;
     std::atomic<bool> stop_{false};
     bool helper_stopped_ = false;

@@ -104,8 +104,9 @@ public:
     virtual bool wait_for_progress(std::chrono::milliseconds limit) = 0;
     // Blocks until every send of this endpoint has been delivered (before the process ends its transport).
     virtual void finish() = 0;
-    // Ends the whole job at once, every stage with it, with `exit_code`: the fault path, so that no stage is
-    // left waiting for a message from a failed one.
+    // Ends this process after a failure that has been reported (src/core/job_failure.h: the other ranks hear of
+    // it at their next wait and end too), with `exit_code`: the fault path, so that no stage is left waiting for
+    // a message from a failed one.
     [[noreturn]] virtual void abort(int exit_code) = 0;
 };
 

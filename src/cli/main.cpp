@@ -1,9 +1,10 @@
 // nobubble: pipeline-parallel LLM pretraining. This file only parses the command line and turns every
 // failure into one line `nobubble: error: ...` with exit code 2 (usage) or 1 (runtime).
 //
-// Under mpirun every rank runs this same program on the same command line, so a usage error is found by every
-// rank alike: rank 0 alone prints it, and every rank exits 2. (An error during a pipeline run is one rank's, and
-// is reported and aborts the job where it happens: src/run/pipeline_driver.h.)
+// Under mpirun every rank runs this program, usually on the same command line, so a usage error is usually found
+// by every rank alike: rank 0 alone prints it, and every rank exits 2. When only some ranks fail (their own flags
+// or files, an allocation), the others are told and end with the same code, and the lowest failing rank prints
+// (src/core/job_failure.h). An error during a pipeline run ends the job the same way (src/run/pipeline_driver.h).
 #include <algorithm>
 #include <cstdio>
 #include <exception>
@@ -18,14 +19,24 @@
 #include "src/cli/choice_lists.h"
 #include "src/cli/commands.h"
 #include "src/core/error.h"
+#include "src/core/job_failure.h"
 #include "src/core/mpi_env.h"
 #include "src/core/name_table.h"
 
 namespace {
 
+// This rank failed: under mpirun the other ranks are told (they may be waiting for this one in a collective),
+// and the lowest rank that failed prints the line, once for the job (src/core/job_failure.h). A line from a rank
+// other than 0 names it.
 int fail(const std::string& what, int code) {
-    if (code != nb::kExitUsage || nb::mpi_world_rank() == 0) fmt::print(stderr, "nobubble: error: {}\n", what);
-    return code;
+    const int rank = nb::mpi_world_rank();
+    return nb::report_this_rank_failed(code, rank == 0 ? what : fmt::format("rank {}: {}", rank, what));
+}
+
+// Another rank reported the error: this one exits with its code.
+int reported_elsewhere(const nb::ReportedElsewhere& e) {
+    nb::this_job_ends_with(e.exit_code);
+    return e.exit_code;
 }
 
 // The subcommand named first on the command line, checked before CLI11 parses (CLI11 would say only "A
@@ -100,12 +111,12 @@ int main(int argc, char** argv) {
         if (parsed != std::end(commands)) return parsed->run();
         return fail(no_subcommand_error(commands), nb::kExitUsage);
     } catch (const nb::ReportedElsewhere& e) {
-        return e.exit_code;
+        return reported_elsewhere(e);
     } catch (const nb::UsageError& e) {
         return fail(e.what(), nb::kExitUsage);
     } catch (const nb::RuntimeError& e) {
         return fail(e.what(), nb::kExitRuntime);
     } catch (const std::exception& e) {
-        return fail(e.what(), nb::kExitRuntime);
+        return fail(nb::error_text(e), nb::kExitRuntime);
     }
 }

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include "src/core/error.h"
+#include "src/core/host_allocator.h"
+#include "src/core/job_failure.h"
 #include "src/core/mpi_env.h"
 #include "src/run/checkpoint.h"
 #include "src/run/cut_memory.h"
@@ -21,6 +23,8 @@ Command add_train_command(CLI::App& app) {
     add_train_flags(*sub, *flags);
     return {sub, [flags, sub] {
                 TrainOptions o = resolve_train_flags(*flags);
+                set_wait_limit_s(o.watchdog_s);  // the set-up's collectives wait no longer than the steps' receives
+                set_host_memory_limit_bytes(static_cast<size_t>(flags->host_memory_limit_bytes));
                 const int world = mpi_world_size();
                 // Under mpirun without --stages: the ranks are D pipelines of world / D stages (rank = replica x P
                 // + stage, src/plan/rank_layout.h); a world D does not divide is check_stages_match_ranks's error.

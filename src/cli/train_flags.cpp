@@ -133,9 +133,12 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--kill-rank", o.kill_rank, "TEST ONLY: the rank (replica x P + stage) that --kill-at-step kills");
     sub.add_option("--kill-during", f.kill_during, "TEST ONLY: where --kill-at-step kills: " + kKillPoints.choices_text())
         ->capture_default_str();
+    sub.add_option("--host-memory-limit", f.host_memory_limit_bytes,
+                   "TEST ONLY: host tensor allocations fail (std::bad_alloc) past N bytes in all, as on a full machine")
+        ->check(CLI::NonNegativeNumber);
     sub.add_option("--watchdog-s", o.watchdog_s,
                    "Under mpirun: a rank whose stage makes no progress for S seconds names what it waits for and "
-                   "aborts the job (0: off; in one process a deadlock is found without it)")
+                   "ends the job (0: off; in one process a deadlock is found without it)")
         ->capture_default_str();
 }
 

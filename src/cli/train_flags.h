@@ -19,6 +19,7 @@ struct TrainFlags {
     std::string lr_decay_style = "cosine";
     std::string delay_fix = "none";
     std::string kill_during = "forward";  // test-only
+    int64_t host_memory_limit_bytes = 0;  // test-only: --host-memory-limit (src/core/host_allocator.h)
     CutFlags cut;            // --pipeline-cut, --pipeline-layout
     bool lr_given = false;   // --lr has no default: a run without it is a usage error
     TrainOptions options;

@@ -4,6 +4,7 @@
 // RuntimeError: a file, the data or the machine fails us during the run (exit code 1).
 #pragma once
 
+#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -23,6 +24,12 @@ struct ReportedElsewhere : std::runtime_error {
     ReportedElsewhere(int code, const std::string& what) : std::runtime_error(what), exit_code(code) {}
     int exit_code;
 };
+
+// The text of an error for its line: what() for ours; an exhausted allocation ("std::bad_alloc") says what it is.
+inline std::string error_text(const std::exception& e) {
+    if (dynamic_cast<const std::bad_alloc*>(&e)) return std::string("out of memory (") + e.what() + ")";
+    return e.what();
+}
 
 constexpr int kExitUsage = 2;
 constexpr int kExitRuntime = 1;

@@ -18,6 +18,8 @@ struct FreeLists {
     std::mutex mutex;
     std::unordered_map<size_t, std::vector<void*>> by_size;
     size_t cached_bytes = 0;
+    size_t system_bytes = 0;  // taken from the C library so far (blocks are cached, never given back)
+    size_t limit_bytes = 0;   // test-only (set_host_memory_limit_bytes); 0: none
 };
 
 FreeLists& free_lists() {
@@ -41,6 +43,8 @@ void* host_allocate(size_t bytes) {
             lists.cached_bytes -= size;
             return p;
         }
+        if (lists.limit_bytes > 0 && lists.system_bytes + size > lists.limit_bytes) throw std::bad_alloc();
+        lists.system_bytes += size;
     }
     void* p = std::aligned_alloc(kAlignment, size);
     if (!p) throw std::bad_alloc();
@@ -64,6 +68,12 @@ size_t host_cached_bytes() {
     FreeLists& lists = free_lists();
     std::lock_guard<std::mutex> lock(lists.mutex);
     return lists.cached_bytes;
+}
+
+void set_host_memory_limit_bytes(size_t bytes) {
+    FreeLists& lists = free_lists();
+    std::lock_guard<std::mutex> lock(lists.mutex);
+    lists.limit_bytes = bytes;
 }
 
 }  // namespace nb

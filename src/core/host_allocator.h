@@ -16,5 +16,8 @@ void* host_allocate(size_t bytes);
 void host_free(void* ptr, size_t bytes) noexcept;
 // Bytes currently held in free lists (not in use).
 size_t host_cached_bytes();
+// Test-only (train's --host-memory-limit): host_allocate throws std::bad_alloc, as an exhausted machine does,
+// once the blocks it took from the C library would pass `bytes` in all (0: no limit).
+void set_host_memory_limit_bytes(size_t bytes);
 
 }  // namespace nb

@@ -9,6 +9,10 @@
 // initialises it.
 #pragma once
 
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
 namespace nb {
 
 class MpiSession {
@@ -23,8 +27,21 @@ bool mpi_initialized();  // false without MPI, or when this process was not star
 bool mpi_threads_serialized();  // MPI granted MPI_THREAD_SERIALIZED (threads may call it, one at a time)
 int mpi_world_size();    // 1 when MPI is not initialised
 int mpi_world_rank();    // 0 when MPI is not initialised
-// The least of `value` over every rank (MPI_Allreduce, MPI_MIN): each rank must call it at the same point;
-// `value` itself when MPI is not initialised.
+// Every MPI call of the process holds it (MPI_THREAD_SERIALIZED): the main thread, the transports' progress
+// helpers and the failure notices (src/core/job_failure.h) take turns.
+std::mutex& mpi_call_mutex();
+
+// The collectives of the set-up. Each rank must call them at the same point. They wait by polling, not blocking,
+// so that another rank's failure (src/core/job_failure.h) ends the wait with ReportedElsewhere carrying that
+// rank's exit code, and a rank that never arrives ends it after the watchdog's limit (RuntimeError naming
+// `what`). Without MPI each returns its own value.
+// The least of `value` over every rank (MPI_MIN).
 long long mpi_min_over_ranks(long long value);
+// Every rank's `value`, by rank.
+std::vector<int> mpi_gather_to_all(int value);
+// Rank 0's `value`.
+int64_t mpi_broadcast_from_rank0(int64_t value);
+// Returns once every rank has called it: the set-up's first meeting, where a rank that failed before it is heard of.
+void mpi_wait_for_every_rank(const char* what);
 
 }  // namespace nb

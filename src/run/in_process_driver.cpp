@@ -18,7 +18,9 @@ namespace {
 // Runs `body` for stage `stage`, rethrowing its error as the same kind with the stage named in front.
 template <class Body>
 auto for_stage(int stage, Body&& body) -> decltype(body()) {
-    const auto prefixed = [stage](const std::exception& e) { return fmt::format("stage {}: {}", stage, e.what()); };
+    const auto prefixed = [stage](const std::exception& e) {
+        return fmt::format("stage {}: {}", stage, error_text(e));
+    };
     try {
         return body();
     } catch (const UsageError& e) {

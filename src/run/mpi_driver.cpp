@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "src/core/job_failure.h"
 #include "src/core/mpi_env.h"
 #include "src/plan/rank_layout.h"
 #include "src/run/backend.h"
@@ -60,19 +61,27 @@ Transport& transport_of(RankStage& rs, Transport& rank_transport, int chunk) {
     return rs.chunk_transports.empty() ? rank_transport : *rs.chunk_transports[static_cast<size_t>(chunk)];
 }
 
-// Errors while setting up (a data file, the device) are usually every rank's alike. Agreeing on them before
-// anything runs lets one rank report them, the first that failed, and every rank exit cleanly with that rank's
-// exit code: one line instead of one per rank and an abort.
+// The one line of this rank's failure: "rank R (stage S): what".
+std::string rank_error_line(const RankLayout& layout, const std::string& what) {
+    return fmt::format("{}: {}", layout.describe(mpi_world_rank()), what);
+}
+
+void print_error_line(const std::string& line, std::FILE* log) {
+    std::fflush(log);
+    fmt::print(stderr, "nobubble: error: {}\n", line);
+    std::fflush(stderr);
+}
+
+// Errors while setting up (a data file, the device) are usually every rank's alike. Agreeing on them in a
+// collective that every rank reaches lets one rank report them, the first that failed, and every rank exit
+// cleanly with that rank's exit code: one line instead of one per rank. (A rank that failed before it, and so
+// never comes, is heard of in the collective's wait: src/core/job_failure.h.)
 void agree_on_setup(const RankLayout& layout, int exit_code, const std::string& error) {
-    std::vector<int> codes(static_cast<size_t>(layout.world()));
-    MPI_Allgather(&exit_code, 1, MPI_INT, codes.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    const std::vector<int> codes = mpi_gather_to_all(exit_code);
     auto first = std::find_if(codes.begin(), codes.end(), [](int c) { return c != 0; });
     if (first == codes.end()) return;
-    const int reporter = static_cast<int>(first - codes.begin());
-    if (reporter != mpi_world_rank()) throw ReportedElsewhere(*first, "reported by another rank");
-    const std::string line = fmt::format("{}: {}", layout.describe(reporter), error);
-    if (exit_code == kExitUsage) throw UsageError(line);
-    throw RuntimeError(line);
+    if (first - codes.begin() == mpi_world_rank()) print_error_line(rank_error_line(layout, error), stdout);
+    throw ReportedElsewhere(*first, "reported by the first rank that failed");
 }
 
 // Runs one step of the set-up on every rank, then agrees on its errors (agree_on_setup).
@@ -85,27 +94,32 @@ void set_up_step(const RankLayout& layout, Step&& step) {
     } catch (const UsageError& e) {
         exit_code = kExitUsage, error = e.what();
     } catch (const std::exception& e) {
-        exit_code = kExitRuntime, error = e.what();
+        exit_code = kExitRuntime, error = error_text(e);
     }
     agree_on_setup(layout, exit_code, error);
 }
 
-// The one line of this rank's failure, printed before it ends the job (the other ranks may be waiting for it).
-void print_rank_error(const RankLayout& layout, const std::exception& e, std::FILE* log) {
+// This rank failed mid-run, and the other ranks may be waiting for it: it tells them (they end at their next
+// wait), prints its line unless a lower rank failed too, and ends (abort() does not return).
+[[noreturn]] void end_after_failure(Transport& transport, const std::string& line, std::FILE* log) {
     std::fflush(log);
-    fmt::print(stderr, "nobubble: error: {}: {}\n", layout.describe(mpi_world_rank()), e.what());
-    std::fflush(stderr);
+    transport.abort(report_this_rank_failed(kExitRuntime, line));
+    std::abort();  // not reached (a virtual call does not carry [[noreturn]] to the compiler)
 }
 
 // --watchdog-s: this rank waited too long for a peer that may be dead or wedged, as the other ranks may too.
-// One line, then the whole job ends (abort() does not return).
-void end_by_watchdog(const RankLayout& layout, Transport& transport, const Watchdog& watchdog,
-                     const std::string& waits_for, std::FILE* log) {
-    std::fflush(log);
-    fmt::print(stderr, "nobubble: error: {}\n",
-               watchdog_message(layout.describe(mpi_world_rank()), watchdog.limit_s(), waits_for));
-    std::fflush(stderr);
-    transport.abort(kExitRuntime);
+[[noreturn]] void end_by_watchdog(const RankLayout& layout, Transport& transport, const Watchdog& watchdog,
+                                  const std::string& waits_for, std::FILE* log) {
+    end_after_failure(transport, watchdog_message(layout.describe(mpi_world_rank()), watchdog.limit_s(), waits_for),
+                      log);
+}
+
+// Another rank failed and said so (src/core/job_failure.h): this one ends with its exit code, printing nothing.
+void end_if_another_rank_failed(Transport& transport, std::FILE* log) {
+    if (const std::optional<int> code = another_rank_failed()) {
+        std::fflush(log);
+        transport.abort(*code);
+    }
 }
 
 // The origin of every stage's clock, after the setup's collective (so every rank is here, give or take its exit
@@ -116,8 +130,8 @@ void end_by_watchdog(const RankLayout& layout, Transport& transport, const Watch
 // ms seen on 2 loaded cores). The clocks only time; nothing computed depends on them.
 StageClock::Clock::time_point common_origin() {
     using namespace std::chrono;
-    int64_t origin_ns = duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count();
-    MPI_Bcast(&origin_ns, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    const int64_t origin_ns =
+        mpi_broadcast_from_rank0(duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count());
     const auto wall_ns = [] { return duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count(); };
     // The steady clock at the wall-clock instant between two wall readings; of a few tries the tightest (a rank
     // descheduled between the readings would be off by as long).
@@ -230,16 +244,16 @@ std::unique_ptr<Ops> start_gpus(const PipelineSetup& setup, const RankLayout& la
     return ops;
 }
 
-// A failure in NCCL's set-up (after every GPU started) may leave the other ranks inside NCCL, so it ends the
-// job: MPI_Abort reaches every rank without the transports that went with the failed construction.
+// A failure in NCCL's set-up (after every GPU started) may leave the other ranks inside NCCL, where no notice
+// reaches them: this rank reports it and ends; its MPI_Finalize cannot complete, so its deadline _exits it
+// (src/core/job_failure.h) and mpirun ends the ranks left inside NCCL.
 template <typename Make>
 auto or_end_the_job(const RankLayout& layout, std::FILE* log, Make&& make) {
     try {
         return make();
     } catch (const std::exception& e) {
-        print_rank_error(layout, e, log);
-        MPI_Abort(MPI_COMM_WORLD, kExitRuntime);
-        std::_Exit(kExitRuntime);  // MPI_Abort does not return
+        std::fflush(log);
+        end_process_after_failure(report_this_rank_failed(kExitRuntime, rank_error_line(layout, error_text(e))));
     }
 }
 
@@ -298,13 +312,15 @@ std::optional<PipelineSummary> run_stage(const PipelineSetup& setup, RankTranspo
         bool moved = false;
         for (auto& runner : rs.runners) moved |= runner->try_advance();
         if (collector) moved |= collector->poll();
-        if (moved)
+        if (moved) {
             watchdog.progressed();
-        else if (watchdog.idle())
+            continue;
+        }
+        end_if_another_rank_failed(*transports.pipeline, log);
+        if (watchdog.idle())
             end_by_watchdog(transports.layout, *transports.pipeline, watchdog, rank_waits_for(rs.runners, collector),
                             log);
-        else
-            transports.wait_for_progress(watchdog.wait_limit());
+        transports.wait_for_progress(watchdog.wait_limit());
     }
     transports.finish();
     if (!collector) return std::nullopt;
@@ -318,16 +334,16 @@ std::optional<PipelineSummary> run_over_mpi(const PipelineSetup& setup, const Re
     // Declared in this order so that they end in the reverse one: the stage, then the transports (whose NCCL
     // streams and buffers live on the backend's GPU), then the backend.
     std::unique_ptr<Ops> ops;
+    // Every rank meets here first: one that failed before (its flags, its plan, its checkpoint) is heard of
+    // before any rank enters the transports' blocking set-up (communicator splits), where none could hear it.
+    mpi_wait_for_every_rank("the pipeline's set-up");
     RankTransports transports = make_transports(setup, ops, log);
     RankStage rs = set_up(setup, resume, transports, ops, log);
     try {
         return run_stage(setup, transports, *ops, rs, log);
     } catch (const std::exception& e) {
-        // One rank's failure mid-run: the others may be waiting for it, so end them all.
-        print_rank_error(transports.layout, e, log);
-        transports.pipeline->abort(kExitRuntime);
+        end_after_failure(*transports.pipeline, rank_error_line(transports.layout, error_text(e)), log);
     }
-    return std::nullopt;  // not reached: abort() ends the job
 }
 
 }  // namespace nb

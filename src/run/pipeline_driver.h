@@ -6,10 +6,11 @@
 //                    (std::logic_error naming what every stage waits for). An error of a stage is rethrown with
 //                    "stage S: " in front, as the same kind of error.
 //   under MPI        one runner per rank (stage = rank): advance, and when blocked wait on the transport. Any
-//                    error prints `nobubble: error: rank R (stage S): ...` and aborts the whole job (MPI_Abort),
-//                    so that no rank hangs waiting for a failed one; a rank that made no progress for
-//                    --watchdog-s seconds (a dead or wedged peer) prints `nobubble: error: watchdog: ...` naming
-//                    what it waits for and aborts the job too (src/run/watchdog.h). The CPU ops use one
+//                    error ends the whole job with one line `nobubble: error: rank R (stage S): ...` and exit
+//                    code 1 on every rank (src/core/job_failure.h: the failing rank tells the others, which end
+//                    at their next wait), so that no rank hangs waiting for a failed one; a rank that made no
+//                    progress for --watchdog-s seconds (a dead or wedged peer) ends the job the same way with
+//                    `nobubble: error: watchdog: ...` naming what it waits for (src/run/watchdog.h). The CPU ops use one
 //                    thread per rank (the ranks are the parallelism) unless OPENBLAS_NUM_THREADS says otherwise. With
 //                    --device cuda every rank starts its GPU first and the ranks agree on that before NCCL is
 //                    set up; then NCCL moves activations and gradients between neighbours

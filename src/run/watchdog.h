@@ -3,8 +3,8 @@
 // job's time limit, holding the whole allocation. The MPI driver (mpi_driver.cpp) tells the watchdog whenever
 // its stage made progress (a task ran; on rank 0 also the progress collector took something) and whenever it
 // looked and could not move; once it has waited for the limit, the rank prints one line naming its stage and
-// what it waits for, and aborts the job. The in-process driver needs none: with every stage in one thread, a
-// round in which nothing moves is a deadlock, found at once.
+// what it waits for, and ends the job (src/core/job_failure.h). The in-process driver needs none: with every
+// stage in one thread, a round in which nothing moves is a deadlock, found at once.
 //
 // Only waiting counts. A task that computes for longer than the limit does not fire its own rank's watchdog
 // (it is checked between tasks), but may fire those of the ranks waiting for it: the limit must exceed the
