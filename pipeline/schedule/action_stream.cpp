@@ -52,7 +52,8 @@ std::optional<Compute> ScheduleActions::next_compute() {
         } else {
             // The last compute of a microbatch before the end is the end's last backward: nothing after it is due.
             const int64_t last_mb = std::min(end_mb, stream_->first + stream_->count) - 1;
-            const int64_t stop = last_mb < stream_->first ? 0 : stream_->backward_position(last_mb - stream_->first) + 1;
+            const int64_t stop =
+                last_mb < stream_->first ? 0 : stream_->backward_position(last_mb - stream_->first) + 1;
             while (position_ < stop) {
                 const Compute c = stream_->at(position_++);
                 if (in_range(c)) return c;

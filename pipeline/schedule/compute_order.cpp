@@ -148,7 +148,8 @@ OneFOneBStream::OneFOneBStream(int64_t first_microbatch, int64_t microbatches, i
 Compute OneFOneBStream::at(int64_t position) const {
     if (position < warmup) return {kF, first + position};
     const int64_t paired = position - warmup, pairs = count - warmup;
-    if (paired < 2 * pairs) return paired % 2 == 0 ? Compute{kF, first + warmup + paired / 2} : Compute{kB, first + paired / 2};
+    if (paired < 2 * pairs)
+        return paired % 2 == 0 ? Compute{kF, first + warmup + paired / 2} : Compute{kB, first + paired / 2};
     return {kB, first + pairs + (paired - 2 * pairs)};
 }
 

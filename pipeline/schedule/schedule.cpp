@@ -3,8 +3,6 @@
 // (receives before, sends after, optimizer steps after the last backward of each step, versions).
 #include "pipeline/schedule/schedule.h"
 
-#include "pipeline/schedule/action_expander.h"
-
 #include <algorithm>
 #include <array>
 #include <map>
@@ -14,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "pipeline/schedule/action_expander.h"
 #include "src/core/error.h"
 
 namespace nb {

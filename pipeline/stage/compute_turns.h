@@ -1,5 +1,6 @@
 // ComputeTurns: the order in which the chunks of one rank compute, when the rank holds several (interleaved 1F1B,
-// zb-v): its merged action list (PipelineSetup::rank_actions, read as the turns pass), the order the schedule was made for and the simulator
+// zb-v): its merged action list (PipelineSetup::rank_actions, read as the turns pass), the order the schedule was
+// made for and the simulator
 // times. Each chunk's runner (one per part) keeps its own list; a forward, backward, B or W may run only when it is
 // that chunk's turn in the rank's list. Everything else (receives, sends, optimizer steps, evaluation, reports,
 // saves) runs as the runner's own list allows. Without turns, the chunks would go round-robin: a chunk that can
