@@ -13,15 +13,26 @@ PipelineSetup make_pipeline_setup(const RunPlan& plan, int64_t first_iteration) 
     setup.options = plan.options;
     setup.spec = plan.schedule;
     setup.cut = plan.cut;
-    setup.rank_plans = build_schedule(setup.spec);
+    setup.spec.validate();
     setup.first_iteration = first_iteration;
     setup.end_iteration = end_iteration(plan.options, first_iteration);
-    for (StagePlan& rank_plan : setup.rank_plans)
-        std::erase_if(rank_plan, [&](const Action& a) { return setup.iteration_of_step(a.step) < first_iteration; });
-    setup.plans = virtual_stage_plans(setup.rank_plans, setup.spec.placement());
     for (const StageSpec& spec : setup.cut) setup.layouts.push_back(StageModel(plan.options.model, spec).layout());
     return setup;
 }
+
+std::unique_ptr<ActionSource> PipelineSetup::stage_actions(int stage) const {
+    if (auto fixed = fixed_plans.find(stage); fixed != fixed_plans.end())
+        return std::make_unique<ListedActions>(fixed->second);
+    const StagePlacement placement = spec.placement();
+    return std::make_unique<ScheduleActions>(spec, placement.rank_of(stage), first_step(), end_step(),
+                                             placement.chunk_of(stage));
+}
+
+std::unique_ptr<ActionSource> PipelineSetup::rank_actions(int rank) const {
+    return std::make_unique<ScheduleActions>(spec, rank, first_step(), end_step());
+}
+
+StagePlan PipelineSetup::stage_plan(int stage) const { return drain(*stage_actions(stage)); }
 
 bool PipelineSetup::saves_after(int64_t iteration) const {
     return checkpoint_due(options, iteration + 1, end_iteration);

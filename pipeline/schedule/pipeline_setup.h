@@ -4,9 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <vector>
 
 #include "model/stage_model.h"
+#include "pipeline/schedule/action_stream.h"
 #include "pipeline/schedule/schedule.h"
 #include "src/plan/run_plan.h"
 #include "src/plan/train_options.h"
@@ -20,8 +23,8 @@ struct PipelineSetup {
     // sees P x V stages (src/run/mpi_driver.cpp runs a rank's V of them). With V = 1 a stage is a rank.
     ScheduleSpec spec;                 // kind, P = options.stages, m, T iterations, V
     std::vector<StageSpec> cut;        // partition_model: what each (virtual) stage holds
-    std::vector<StagePlan> plans;      // what each (virtual) stage runs, in order (from first_iteration)
-    std::vector<StagePlan> rank_plans; // build_schedule: what each rank runs, its chunks' actions merged
+    // Tests only: a (virtual) stage that runs this list (from first_iteration) instead of the schedule's.
+    std::map<int, StagePlan> fixed_plans;
     std::vector<ParamLayout> layouts;  // per stage: its parameters, in canonical order
     // Iterations [first_iteration, end_iteration) run: a resumed run starts after its checkpoint's iteration,
     // and --exit-interval ends it early (a signal may end it earlier still: pipeline/stage/stop_vote.h).
@@ -34,6 +37,16 @@ struct PipelineSetup {
 
     // Parameter tensors per stage (what each contributes to a gather of per-parameter sums).
     std::vector<int64_t> param_tensor_counts() const;
+
+    // What (virtual) stage `stage` runs in order, iterations [first_iteration, end_iteration), made as it is asked
+    // for (pipeline/schedule/action_stream.h): the schedule's list, or its fixed_plans entry.
+    std::unique_ptr<ActionSource> stage_actions(int stage) const;
+    // What rank `rank` runs, its chunks' actions merged (the order its chunks take turns in).
+    std::unique_ptr<ActionSource> rank_actions(int rank) const;
+    // stage_actions(stage) whole (tests, and small runs).
+    StagePlan stage_plan(int stage) const;
+    int64_t first_step() const { return first_iteration * steps_per_iteration(); }
+    int64_t end_step() const { return end_iteration * steps_per_iteration(); }
 
     int num_stages() const { return spec.virtual_stage_count(); }  // P x V
     int num_ranks() const { return spec.stages; }                  // P
@@ -49,8 +62,8 @@ struct PipelineSetup {
 };
 
 // The setup of a run its plan has validated (src/plan/run_plan.h): the plan's schedule, cut and options, each
-// stage's action list (build_schedule) and parameter layout.
-// `first_iteration` > 0 resumes: each plan keeps the actions of iterations >= it, which compute exactly what they
+// stage's parameter layout (its actions are made as the run asks for them: stage_actions).
+// `first_iteration` > 0 resumes: each stage runs the actions of iterations >= it, which compute exactly what they
 // would have in the whole run (the versions they name come from the checkpoint; work in flight is redone).
 PipelineSetup make_pipeline_setup(const RunPlan& plan, int64_t first_iteration = 0);
 

@@ -139,4 +139,20 @@ int64_t max_versions_held(const std::vector<StagePlan>& plans, int stage);
 // With virtual stages, counted in chunks (a chunk's stash is about 1/v of the stage's).
 int64_t max_in_flight(const std::vector<StagePlan>& plans, int stage);
 
+// The shortest run of `spec`'s shape whose action lists reach the same peaks (versions held, microbatches in
+// flight) on every stage: each synchronous phase cut to 2 steps (they are all alike, flushed), the asynchronous one
+// to what its warm-up, steady state and cool-down need (2bw: 4 steps, each of m >= p microbatches; pipedream:
+// 4 p + 4 microbatches), keeping pipedream's step counts modulo m so that the run is whole iterations.
+// tests/unit/test_action_stream.cpp checks the peaks against whole runs.
+ScheduleSpec representative_run(const ScheduleSpec& spec);
+
+// Per virtual stage (index = part: placement().part(rank, chunk)): max_versions_held and max_in_flight of the
+// whole run, read off representative_run's lists. O(p m) whatever --train-iters is.
+struct PartPeaks {
+    int64_t versions_held = 1;
+    int64_t in_flight = 1;
+    bool operator==(const PartPeaks&) const = default;
+};
+std::vector<PartPeaks> part_peaks(const ScheduleSpec& spec);
+
 }  // namespace nb

@@ -6,16 +6,24 @@
 
 namespace nb {
 
-ComputeTurns::ComputeTurns(const StagePlan& rank_plan) {
-    for (const Action& a : rank_plan)
-        if (uses_weights(a.type)) chunks_.push_back(a.chunk);
+ComputeTurns::ComputeTurns(std::unique_ptr<ActionSource> rank_actions) : rank_actions_(std::move(rank_actions)) {
+    find_next();
+}
+
+void ComputeTurns::find_next() {
+    next_chunk_ = -1;
+    while (std::optional<Action> a = rank_actions_->next())
+        if (uses_weights(a->type)) {
+            next_chunk_ = a->chunk;
+            return;
+        }
 }
 
 void ComputeTurns::took(int chunk) {
     if (!is_turn(chunk))
         throw std::logic_error(fmt::format("chunk {} computed out of turn (the rank's list has chunk {} next)", chunk,
                                            next_chunk()));
-    ++next_;
+    find_next();
 }
 
 }  // namespace nb

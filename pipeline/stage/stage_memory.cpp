@@ -48,7 +48,9 @@ StageMemory estimate_stage_memory(const TrainOptions& o, const StageSpec& spec, 
 }
 
 StageMemory estimate_stage_memory(const PipelineSetup& setup, int stage, DType activation_dtype) {
-    const StageLoad load{max_versions_held(setup.plans, stage), max_in_flight(setup.plans, stage)};
+    // The whole run's peaks (a resumed run's part of it holds no more), from a short run of the same shape.
+    const PartPeaks peaks = part_peaks(setup.spec).at(static_cast<size_t>(stage));
+    const StageLoad load{peaks.versions_held, peaks.in_flight};
     const auto s = static_cast<size_t>(stage);
     return estimate_stage_memory(setup.options, setup.cut.at(s), setup.layouts.at(s), load, activation_dtype);
 }

@@ -101,15 +101,16 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
                                                                   o_.lr.lr),
                                     shard_tag_stride(setup))),
       lr_(o_.lr, setup.spec.optimizer_steps()),
-      versions_(ops, state_.model.layout(), state_.master, setup.plans.at(static_cast<size_t>(stage)),
-                o_.delay_fix.kind == DelayFixKind::taylor,
-                predict_weights_of(ops, state_, asynchronous_delay(setup.spec, stage))),
+      versions_(ops, state_.model.layout(), state_.master,
+                VersionUses(setup.spec, setup.rank_of_stage(stage), setup.first_step(),
+                            o_.delay_fix.kind == DelayFixKind::taylor),
+                predict_weights_of(ops, state_, asynchronous_delay(setup.spec, setup.rank_of_stage(stage)))),
       data_(open_train_data(o_)),
       train_reader_(o_),
       val_reader_(o_),
       vote_(!o_.save_dir.empty(), setup.num_stages(), setup.first_iteration, setup.end_iteration, replicas,
             stage),
-      tasks_(stage_tasks(setup, stage, data_->val != nullptr && replica_ == 0)),
+      tasks_(setup, stage, data_->val != nullptr && replica_ == 0),
       next_forward_(setup.first_iteration * o_.num_microbatches),
       next_backward_(next_forward_),
       next_weight_(next_forward_),
@@ -120,11 +121,28 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
     if (replicas && replicas->num_stages() != o_.data_parallel_size)
         throw std::logic_error(fmt::format("a replica transport of {} replicas for --data-parallel-size {}",
                                            replicas->num_stages(), o_.data_parallel_size));
+    fill_window();
+}
+
+// The window holds the next kLookahead tasks and one more (those whose receives may be posted): the run's tasks
+// are made only this far ahead.
+void StageRunner::fill_window() {
+    while (window_.size() <= kLookahead)
+        if (std::optional<StageTask> t = tasks_.next())
+            window_.push_back(*t);
+        else
+            break;
+}
+
+void StageRunner::task_done() {
+    window_.pop_front();
+    posted_ = posted_ > 0 ? posted_ - 1 : 0;
+    fill_window();
 }
 
 std::string StageRunner::next_task() const {
     if (done()) return "done";
-    const StageTask& task = tasks_[next_];
+    const StageTask& task = window_.front();
     // A blocked optimizer step or evaluation waits for something its description does not name.
     if (replica_sum_ && replica_sum_->in_flight() && task.kind == StageTask::Kind::action &&
         task.action.type == ActionType::optimizer_step)
@@ -154,7 +172,7 @@ bool StageRunner::try_advance() {
     if (done()) return false;
     meter_.task_started();
     post_receives_ahead();
-    const StageTask& task = tasks_[next_];
+    const StageTask& task = window_.front();
     if (!gate(task)) {
         meter_.blocked(task, false);
         return false;
@@ -178,18 +196,18 @@ bool StageRunner::try_advance() {
     }
     meter_.task_ran(task);
     if (computes && turns_) turns_->took(task.action.chunk);
-    ++next_;
+    task_done();
     return true;
 }
 
 // Posting a receive early lets the message land while this stage computes (and over MPI, straight into its
 // buffer). Posting only a few tasks ahead bounds the buffers waiting.
 void StageRunner::post_receives_ahead() {
-    const size_t end = std::min(tasks_.size(), next_ + kLookahead);
+    const size_t end = std::min(window_.size(), kLookahead);
     const Shape shape = {setup_.rows(), o_.model.hidden_size};
-    size_t i = std::max(posted_until_, next_);
+    size_t i = posted_;
     for (; i < end; ++i) {
-        const StageTask& t = tasks_[i];
+        const StageTask& t = window_[i];
         if (iteration_of(setup_, t) > vote_.open_until()) break;  // not known to run yet
         if (t.kind == StageTask::Kind::action &&
             (t.action.type == ActionType::recv_activation || t.action.type == ActionType::recv_gradient))
@@ -197,7 +215,7 @@ void StageRunner::post_receives_ahead() {
         if (t.kind == StageTask::Kind::evaluate && !first_)
             transport_.post_recv(stage_ - 1, {Channel::eval_activation, t.eval_index}, shape, ops_.activation_dtype());
     }
-    posted_until_ = std::max(posted_until_, i);
+    posted_ = std::max(posted_, i);
 }
 
 // A task of iteration i may start once the stages' votes say that i runs; the save after iteration i also
@@ -211,12 +229,11 @@ bool StageRunner::gate(const StageTask& task) {
 // posted a receive (gate), so they go, and the run finishes after the last one's save.
 void StageRunner::drop_tasks_after_stop() {
     const int64_t stop = vote_.stop_iteration();
-    const auto first = tasks_.begin() + static_cast<std::ptrdiff_t>(next_);
-    tasks_.erase(std::remove_if(first, tasks_.end(),
-                                [&](const StageTask& t) {
-                                    return t.kind != StageTask::Kind::finish && iteration_of(setup_, t) >= stop;
-                                }),
-                 tasks_.end());
+    std::erase_if(window_, [&](const StageTask& t) {
+        return t.kind != StageTask::Kind::finish && iteration_of(setup_, t) >= stop;
+    });
+    tasks_.end_before_iteration(stop);
+    fill_window();
     tasks_dropped_ = true;
 }
 

@@ -42,6 +42,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -85,7 +86,7 @@ public:
     // Times from now on count from `origin`, the same for every stage (the drivers call it once, just before
     // the run; by default the clock starts when the runner is made).
     void start_clock(StageClock::Clock::time_point origin);
-    bool done() const { return next_ >= tasks_.size(); }
+    bool done() const { return window_.empty(); }
     // What the runner does next, e.g. "recv_gradient mb 3 from stage 1", and what it waits for where that does
     // not say (the all-gather of a global clip, an evaluation's input): for deadlock and watchdog reports.
     std::string next_task() const;
@@ -148,6 +149,8 @@ private:
     bool save(const StageTask& task);
     bool gate(const StageTask& task);
     void drop_tasks_after_stop();
+    void fill_window();
+    void task_done();
 
     MessageTag tag_of(const Action& a) const;
     int64_t iteration_of_microbatch(int64_t microbatch) const;
@@ -173,9 +176,9 @@ private:
     MicrobatchReader train_reader_, val_reader_;
 
     StopVote vote_;
-    std::vector<StageTask> tasks_;
-    size_t next_ = 0;          // the task to run next
-    size_t posted_until_ = 0;  // receives of tasks before this are posted
+    StageTasks tasks_;               // made as they are needed, a few ahead of the one that runs
+    std::deque<StageTask> window_;   // the next tasks: the front runs next; at least kLookahead + 1 unless the last
+    size_t posted_ = 0;              // receives of the first `posted_` tasks of the window are posted
     bool tasks_dropped_ = false;  // the tasks after an agreed early stop are gone
     ComputeTurns* turns_ = nullptr;  // the rank's order of its chunks' computes, when it has several
 

@@ -27,32 +27,64 @@ int64_t iteration_of(const PipelineSetup& setup, const StageTask& task) {
     }
 }
 
-std::vector<StageTask> stage_tasks(const PipelineSetup& setup, int stage, bool evaluates) {
-    const TrainOptions& o = setup.options;
-    const int64_t eval_count = o.eval_iters * o.microbatches_per_iter();  // as validation_loss (train_data.h)
-    const bool saves = !o.save_dir.empty();
-    std::vector<StageTask> tasks;
-    // Evaluation forwards are numbered over the whole run (their message tags), so a resumed run counts the
-    // evaluations before it too.
-    int64_t eval_index = 0;
-    for (int64_t t = 0; t < setup.first_iteration; ++t)
-        if (evaluates && evaluation_due(o, t)) eval_index += eval_count;
-    for (const Action& a : setup.plans.at(static_cast<size_t>(stage))) {
-        if (setup.iteration_of_step(a.step) >= setup.end_iteration) continue;
-        tasks.push_back({StageTask::Kind::action, a});
-        if (a.type != ActionType::optimizer_step || !setup.ends_iteration(a.step)) continue;
-        const int64_t t = setup.iteration_of_step(a.step);
-        if (evaluates && evaluation_due(o, t))
-            for (int64_t j = 0; j < eval_count; ++j)
-                tasks.push_back({StageTask::Kind::evaluate, Action{}, t, eval_index++, j});
-        tasks.push_back({StageTask::Kind::report, Action{}, t});
-        if (saves) {
-            tasks.push_back({StageTask::Kind::vote, Action{}, t});
-            tasks.push_back({StageTask::Kind::save, Action{}, t});
+namespace {
+
+// The evaluations of iterations [0, iteration): those that are multiples of --eval-interval, and the run's last.
+int64_t evaluations_before(const TrainOptions& o, int64_t iteration) {
+    int64_t due = o.eval_interval > 0 ? iteration / o.eval_interval : 0;
+    const bool last_counted = o.eval_interval > 0 && o.train_iters % o.eval_interval == 0;
+    if (o.train_iters <= iteration && !last_counted) ++due;
+    return due;
+}
+
+}  // namespace
+
+StageTasks::StageTasks(const PipelineSetup& setup, int stage, bool evaluates)
+    : setup_(setup),
+      actions_(setup.stage_actions(stage)),
+      evaluates_(evaluates),
+      saves_(!setup.options.save_dir.empty()),
+      eval_count_(setup.options.eval_iters * setup.options.microbatches_per_iter()),  // as validation_loss
+      // A resumed run counts the evaluation forwards before it too.
+      eval_index_(evaluates ? evaluations_before(setup.options, setup.first_iteration) * eval_count_ : 0) {}
+
+std::optional<StageTask> StageTasks::next() {
+    if (after_step_.empty()) {
+        if (const std::optional<Action> a = actions_->next()) {
+            if (a->type == ActionType::optimizer_step && setup_.ends_iteration(a->step))
+                add_iteration_end(setup_.iteration_of_step(a->step));
+            return StageTask{StageTask::Kind::action, *a};
         }
+        if (finished_) return std::nullopt;
+        finished_ = true;
+        return StageTask{StageTask::Kind::finish};
     }
-    tasks.push_back({StageTask::Kind::finish});
-    return tasks;
+    StageTask task = after_step_.front();
+    after_step_.pop_front();
+    return task;
+}
+
+void StageTasks::add_iteration_end(int64_t t) {
+    if (evaluates_ && evaluation_due(setup_.options, t))
+        for (int64_t j = 0; j < eval_count_; ++j)
+            after_step_.push_back({StageTask::Kind::evaluate, Action{}, t, eval_index_++, j});
+    after_step_.push_back({StageTask::Kind::report, Action{}, t});
+    if (saves_) {
+        after_step_.push_back({StageTask::Kind::vote, Action{}, t});
+        after_step_.push_back({StageTask::Kind::save, Action{}, t});
+    }
+}
+
+void StageTasks::end_before_iteration(int64_t iteration) {
+    actions_->end_before_step(iteration * setup_.steps_per_iteration());
+    std::erase_if(after_step_, [&](const StageTask& t) { return t.iteration >= iteration; });
+}
+
+std::vector<StageTask> stage_tasks(const PipelineSetup& setup, int stage, bool evaluates) {
+    StageTasks tasks(setup, stage, evaluates);
+    std::vector<StageTask> all;
+    while (std::optional<StageTask> t = tasks.next()) all.push_back(*t);
+    return all;
 }
 
 }  // namespace nb

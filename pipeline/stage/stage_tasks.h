@@ -9,10 +9,14 @@
 //             the run's last (the runner decides: an agreed stop makes a last one); its state is the state after
 //             the stage's update that ended the iteration, since the tasks in between change none of it
 //   finish    at the very end, the stage's master weights and final values to stage 0
-// Only iterations [setup.first_iteration, setup.end_iteration) are there.
+// Only iterations [setup.first_iteration, setup.end_iteration) are there. They are made as the runner asks for
+// them (StageTasks::next), never the whole run's at once: memory does not grow with --train-iters.
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,8 +36,30 @@ std::string describe(const StageTask& task);
 // The iteration a task belongs to: its action's (by its optimizer step) or the one it follows; -1 for finish.
 int64_t iteration_of(const PipelineSetup& setup, const StageTask& task);
 
-// The tasks of `stage`: its plan from setup.plans, with evaluations where `evaluates` (there is validation
-// data), reports and the finish.
+// The tasks of `stage` in order: its actions (setup.stage_actions), with evaluations where `evaluates` (there is
+// validation data), reports, with --save votes and saves, and the finish.
+class StageTasks {
+public:
+    // `setup` must outlive it.
+    StageTasks(const PipelineSetup& setup, int stage, bool evaluates);
+    // The next task, or nullopt after the finish.
+    std::optional<StageTask> next();
+    // An agreed early stop: the tasks of iterations >= `iteration` are left out from now on (not the finish).
+    void end_before_iteration(int64_t iteration);
+
+private:
+    void add_iteration_end(int64_t iteration);
+
+    const PipelineSetup& setup_;
+    std::unique_ptr<ActionSource> actions_;
+    bool evaluates_, saves_;
+    int64_t eval_count_;  // evaluation forwards per evaluation
+    int64_t eval_index_;  // the next evaluation forward's number, counted over the whole run (its message tag)
+    std::deque<StageTask> after_step_;  // made, not yet taken: what follows an iteration's last optimizer step
+    bool finished_ = false;
+};
+
+// Every task of `stage`, in order (tests, and small runs).
 std::vector<StageTask> stage_tasks(const PipelineSetup& setup, int stage, bool evaluates);
 
 }  // namespace nb

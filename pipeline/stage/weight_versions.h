@@ -4,7 +4,8 @@
 // weights themselves, which the optimizer updates in place; an older version exists only as a snapshot, taken
 // just before the update that would overwrite it and only when a forward or backward still to come uses it
 // (PipeDream's weight stashing, PipeDream-2BW's second buffer). A snapshot is dropped after its last use. The
-// uses are counted from the stage's plan up front, so the stage holds exactly what the schedule needs:
+// uses come from the schedule's rules (pipeline/schedule/version_uses.h), counted down as they run, for the versions
+// in use only (a run of any length holds no table per version), so the stage holds exactly what the schedule needs:
 // 1 version for gpipe/1f1b (no copy ever), 2 for 2bw, p - s for pipedream at stage s (pipeline/schedule/schedule.h's
 // max_versions_held says the same).
 //
@@ -20,11 +21,10 @@
 #include <functional>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 
 #include "model/params.h"
-#include "pipeline/schedule/schedule.h"
+#include "pipeline/schedule/version_uses.h"
 
 namespace nb {
 
@@ -36,17 +36,17 @@ using PredictWeights = std::function<void(const TensorSet& master, TensorSet& ou
 class WeightVersions {
 public:
     // `master`: the stage's f32 master weights, which hold W_0 now and which the optimizer will update (they
-    // must outlive this object). `plan`: the stage's actions, whose forwards and backwards are the uses.
-    // `optimizer_reads_stale` (--delay-fix taylor): an optimizer step whose gradient came from an older version
-    // than the newest also uses that version (stale_version_of_step); it is released after the compensation.
+    // must outlive this object, as `layout`). `uses`: the stage's uses of each version by its forwards and
+    // backwards, and with --delay-fix taylor by an optimizer step whose gradient came from an older version than
+    // the newest (stale_version_of_step; it is released after the compensation).
     // `predict` (--delay-fix predict; empty: none): makes the predicted versions, those at least 1 that no
     // synchronous use (an action of step v on version v) reads.
-    WeightVersions(Ops& ops, const ParamLayout& layout, const TensorSet& master, const StagePlan& plan,
-                   bool optimizer_reads_stale = false, PredictWeights predict = {});
+    WeightVersions(Ops& ops, const ParamLayout& layout, const TensorSet& master, VersionUses uses,
+                   PredictWeights predict = {});
 
     // With optimizer_reads_stale: the version optimizer step `step`'s gradient was computed at, when it is older
     // than W_step (the step then uses it once more: release it when done); nullopt otherwise.
-    std::optional<int64_t> stale_version_of_step(int64_t step) const;
+    std::optional<int64_t> stale_version_of_step(int64_t step) const { return uses_.stale_version_of_step(step); }
 
     // W_version, for a forward or backward. std::logic_error naming the version and what is held when it is
     // not held: the plan asks for a version that does not exist yet or was dropped.
@@ -54,7 +54,7 @@ public:
     // The newest weights themselves (never a prediction): what an evaluation runs on.
     const TensorSet& newest() const { return compute_; }
     // Whether W_version is held as its prediction.
-    bool is_predicted(int64_t version) const { return predicted_versions_.contains(version); }
+    bool is_predicted(int64_t version) const;
 
     // One forward or backward of `version` is done: a snapshot whose uses are over is dropped.
     void release(int64_t version);
@@ -76,16 +76,21 @@ public:
 
 private:
     Ops& ops_;
+    const ParamLayout& layout_;
     const TensorSet& master_;
     TensorSet compute_;  // W_newest: the master itself where the backend computes in f32
     int64_t newest_ = 0;
     PredictWeights predict_;
-    std::set<int64_t> predicted_versions_;
-    std::optional<TensorSet> predicted_;  // the newest version's prediction, when it is predicted
+    std::optional<TensorSet> predicted_;  // the newest version's prediction, made when one is first predicted
     std::map<int64_t, TensorSet> snapshots_;  // older versions still to be used
-    std::map<int64_t, int64_t> uses_left_;    // forwards and backwards still to come, per version
-    std::map<int64_t, int64_t> stale_of_step_;  // optimizer step -> the older version its gradient used
+    VersionUses uses_;
+    // Uses still to come of the versions in use (one has begun); the others have all of uses_.uses(v) to come,
+    // or, up to `used_up_through_`, none: a version's uses end only after every older version's have.
+    std::map<int64_t, int64_t> uses_left_;
+    int64_t used_up_through_ = -1;
     int peak_ = 1;
+
+    int64_t uses_left(int64_t version) const;
 
     // After the master holds W_newest_: its prediction, if it is a predicted version.
     void predict_newest();

@@ -125,6 +125,21 @@ void check_fault_flags(const TrainOptions& o) {
         throw UsageError(fmt::format("--stall-rank {} is not a rank of {}", o.stall_rank, describe_ranks));
 }
 
+// The run counts its microbatches, samples and tokens in int64 (a microbatch's index is iteration x m + i; the data's
+// position is counted in samples, and tokens per second in tokens): --train-iters x --num-microbatches x
+// --data-parallel-size x --micro-batch-size x --seq-length must fit, or the counts would wrap. The run's length
+// costs nothing else (docs/DESIGN.md section 1), so this is the one bound on --train-iters.
+void check_run_length(const TrainOptions& o) {
+    int64_t tokens = o.train_iters;
+    for (int64_t factor : {int64_t{o.num_microbatches}, int64_t{o.data_parallel_size}, int64_t{o.micro_batch_size},
+                           int64_t{o.seq_length}})
+        if (factor > 0 && __builtin_mul_overflow(tokens, factor, &tokens))
+            throw UsageError(fmt::format(
+                "--train-iters {} is more than a run can count: x --num-microbatches {} x --data-parallel-size {} x "
+                "--micro-batch-size {} x --seq-length {} tokens exceed 2^63 - 1",
+                o.train_iters, o.num_microbatches, o.data_parallel_size, o.micro_batch_size, o.seq_length));
+}
+
 void check_watchdog(const TrainOptions& o) {
     if (!(o.watchdog_s >= 0) || !std::isfinite(o.watchdog_s))
         throw UsageError(fmt::format("--watchdog-s must be a number of seconds >= 0 (0: off), got {}", o.watchdog_s));
@@ -134,6 +149,7 @@ void check_watchdog(const TrainOptions& o) {
 
 RunPlan make_run_plan(const TrainOptions& o, const StageFits& fits) {
     RunPlan plan{o, o.schedule_spec(), {}};
+    check_run_length(o);  // before anything multiplies the counts
     const bool counts_ok = o.train_iters > 0 && o.num_microbatches > 0;
     check_each_flag(o, counts_ok ? plan.optimizer_steps() : o.train_iters);
     plan.schedule.validate();  // --stages >= 1; 2bw with m < P; the synchronous steps' counts

@@ -61,10 +61,8 @@ StageFits stage_memory_fits(const TrainOptions& o, const AvailableMemory& budget
     // Per part: with chunks per rank each chunk is a part of its own, with its own load (the memory check adds a
     // rank's parts up).
     const ScheduleSpec spec = o.schedule_spec();
-    const std::vector<StagePlan> plans = virtual_stage_plans(build_schedule(spec), spec.placement());
     std::vector<StageLoad> loads;
-    for (int s = 0; s < spec.virtual_stage_count(); ++s)
-        loads.push_back({max_versions_held(plans, s), max_in_flight(plans, s)});
+    for (const PartPeaks& peaks : part_peaks(spec)) loads.push_back({peaks.versions_held, peaks.in_flight});
     const int last = spec.virtual_stage_count() - 1;
     // A rank holds V parts: each within 1/V of the budget, so that the rank fits whichever parts it is given.
     const int64_t limit = budget.bytes / spec.chunks_per_rank();

@@ -215,7 +215,7 @@ RankStage set_up(const PipelineSetup& setup, const ResumePoint* resume, RankTran
         if (chunks > 1) {
             rs.hub = std::make_unique<ChunkHub>(transport, ChunkStages(setup.spec.placement().table()));
             rs.chunk_transports = make_chunk_transports(*rs.hub);
-            rs.turns = std::make_unique<ComputeTurns>(setup.rank_plans[static_cast<size_t>(rank)]);
+            rs.turns = std::make_unique<ComputeTurns>(setup.rank_actions(rank));
         }
         for (int c = 0; c < chunks; ++c) {
             Transport& t = transport_of(rs, transport, c);

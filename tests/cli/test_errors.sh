@@ -13,6 +13,14 @@ expect_error 2 "micro-batch-size must be positive, got 0" "${T[@]}" --micro-batc
 expect_error 2 "seq-length must be positive, got -5" "${T[@]}" --seq-length -5
 expect_error 2 "num-layers must be positive, got 0" "${T[@]}" --num-layers 0
 expect_error 2 "train-iters must be positive, got 0" "${T[@]}" --train-iters 0
+# A run length whose counts (iterations x microbatches x samples x tokens) overflow int64: one usage error naming
+# the flag, from the command line and from a config (the executor's lists cost nothing per iteration: issue 37).
+expect_error 2 "train-iters 9223372036854775807 is more than a run can count" "${T[@]}" --train-iters 9223372036854775807
+expect_error 2 "train-iters 1000000000000000 is more than a run can count" "${T[@]}" --train-iters 1000000000000000 \
+  --num-microbatches 8 --seq-length 2048 --micro-batch-size 1024
+echo "train-iters = 9223372036854775807" >"$WORK/long.toml"
+expect_error 2 "train-iters 9223372036854775807 is more than a run can count" \
+  "$NB" train --data "$C" "${TINY_FLAGS[@]}" --config "$WORK/long.toml"
 expect_error 2 "lr" "${T[@]}" --lr -1
 expect_error 2 "lr-decay-style" "${T[@]}" --lr-decay-style sideways
 # No --lr at all: the error names the missing flag, not a value the user never typed; train and reference alike.

@@ -2,9 +2,11 @@
 // merged list, every chunk's own computes in its own order; out of turn is a logic_error.
 #include <doctest/doctest.h>
 
+#include <memory>
 #include <stdexcept>
 #include <vector>
 
+#include "pipeline/schedule/action_stream.h"
 #include "pipeline/schedule/schedule.h"
 #include "pipeline/stage/compute_turns.h"
 
@@ -15,7 +17,7 @@ TEST_CASE("compute turns: the rank's merged order of computes, chunk by chunk as
     const std::vector<StagePlan> plans = build_schedule(spec);
     for (int r = 0; r < spec.stages; ++r) {
         CAPTURE(r);
-        ComputeTurns turns(plans[static_cast<size_t>(r)]);
+        ComputeTurns turns(std::make_unique<ListedActions>(plans[static_cast<size_t>(r)]));
         int computes = 0;
         for (const Action& a : plans[static_cast<size_t>(r)]) {
             if (!uses_weights(a.type)) continue;

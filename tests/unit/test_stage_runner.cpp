@@ -76,7 +76,7 @@ TEST_CASE("stage runner: every schedule on 2 and 3 stages in one process ends wi
                 REQUIRE(got.peak_versions.size() == want.peak_versions.size());
                 for (int s = 0; s < p; ++s) {
                     CHECK(got.peak_versions[static_cast<size_t>(s)] == want.peak_versions[static_cast<size_t>(s)]);
-                    CHECK(got.peak_versions[static_cast<size_t>(s)] == nb::max_versions_held(setup.plans, s));
+                    CHECK(got.peak_versions[static_cast<size_t>(s)] == nb::part_peaks(setup.spec)[static_cast<size_t>(s)].versions_held);
                 }
             }
 }
@@ -85,7 +85,8 @@ TEST_CASE("stage runner: stages that wait for each other deadlock with a logic_e
     TempDir dir;
     PipelineSetup setup = nb::make_pipeline_setup(nb::make_run_plan(tiny_run(write_corpus(dir), "gpipe", 2, 2)));
     // Stage 0 now waits for the gradient of microbatch 0 before it sends microbatch 0's activation.
-    move_first_to_front(setup.plans[0], ActionType::recv_gradient);
+    setup.fixed_plans[0] = setup.stage_plan(0);
+    move_first_to_front(setup.fixed_plans[0], ActionType::recv_gradient);
     CHECK_THROWS_WITH_AS(run_pipeline(setup),
                          doctest::Contains("pipeline deadlock: no stage can move; "
                                            "stage 0 waits at recv_gradient mb 0 from stage 1; "
@@ -98,7 +99,7 @@ TEST_CASE("stage runner: backwards out of microbatch order are refused (gradient
     PipelineSetup setup = nb::make_pipeline_setup(nb::make_run_plan(tiny_run(write_corpus(dir), "gpipe", 2, 2)));
     // Stage 1 (the last): recv_activation 0, F0, recv_activation 1, F1, B0, send_gradient 0, B1, send_gradient 1,
     // step. Swap the two backwards with their sends.
-    nb::StagePlan& plan = setup.plans[1];
+    nb::StagePlan& plan = setup.fixed_plans[1] = setup.stage_plan(1);
     REQUIRE(plan[4].type == ActionType::backward);
     REQUIRE(plan[6].type == ActionType::backward);
     std::swap(plan[4], plan[6]);
@@ -118,11 +119,13 @@ TEST_CASE("stage runner: W out of microbatch order is refused; W before its B to
         std::swap(plan[at[0]], plan[at[1]]);
     };
     PipelineSetup setup = nb::make_pipeline_setup(nb::make_run_plan(tiny_run(data, "zb-h1", 2, 2)));
-    swap_first_two(setup.plans[0], ActionType::backward_weight);
+    setup.fixed_plans[0] = setup.stage_plan(0);
+    swap_first_two(setup.fixed_plans[0], ActionType::backward_weight);
     CHECK_THROWS_WITH_AS(run_pipeline(setup), doctest::Contains("stage 0: W of microbatch 1 when 0 is next"),
                          std::logic_error);
     setup = nb::make_pipeline_setup(nb::make_run_plan(tiny_run(data, "zb-h1", 2, 2)));
-    move_first_to_front(setup.plans[1], ActionType::backward_weight);
+    setup.fixed_plans[1] = setup.stage_plan(1);
+    move_first_to_front(setup.fixed_plans[1], ActionType::backward_weight);
     CHECK_THROWS_WITH_AS(run_pipeline(setup), doctest::Contains("stage 1: W of microbatch 0 before its B"),
                          std::logic_error);
 }
@@ -195,27 +198,32 @@ TEST_CASE("weight versions: a snapshot only while a later use needs it, dropped 
     layout.add({"w", {2}, nb::ParamKind::hidden_matrix});
     nb::TensorSet master = nb::TensorSet::zeros(layout);
     master[0].fill(1.0f);
-    // Forward of W0, step to W1, backward of W0 (stashed), forward of W1, step to W2.
-    const nb::StagePlan plan = {{ActionType::forward, 0, 0, 0, -1},
-                                {ActionType::optimizer_step, -1, 0, 1, -1},
-                                {ActionType::backward, 0, 0, 0, -1},
-                                {ActionType::forward, 1, 1, 1, -1},
-                                {ActionType::optimizer_step, -1, 1, 2, -1}};
-    nb::WeightVersions versions(ops, layout, master, plan);
-    versions.release(0);  // the forward
+    // pipedream on 2 stages, stage 0 (one step per microbatch, W_max(0, i-1) for microbatch i): F0 (W0), F1 (W0),
+    // B0 (W0), step to W1, F2 (W1), B1 (W0, stashed), step to W2, B2 (W1), step to W3.
+    const nb::ScheduleSpec spec{.kind = nb::ScheduleKind::pipedream, .stages = 2, .microbatches = 1, .steps = 3};
+    nb::WeightVersions versions(ops, layout, master, nb::VersionUses(spec, 0, 0, false));
+    versions.release(0);  // F0
+    versions.release(0);  // F1
+    versions.release(0);  // B0
     versions.before_update();
     master[0].fill(2.0f);  // the optimizer's update, in place
     versions.after_update(1);
     CHECK(versions.held() == 2);
-    CHECK(versions.at(0)[0].f32()[0] == 1.0f);  // the stash kept W0
+    CHECK(versions.at(0)[0].f32()[0] == 1.0f);  // the stash kept W0 for B1
     CHECK(versions.at(1)[0].f32()[0] == 2.0f);
-    versions.release(0);  // the backward: W0's last use
+    versions.release(1);  // F2
+    versions.release(0);  // B1: W0's last use
     CHECK(versions.held() == 1);
     CHECK_THROWS_WITH_AS(versions.at(0), "weight version W0 is not held (holds W1)", std::logic_error);
-    versions.release(1);
-    versions.before_update();  // no later use of W1: no copy
+    versions.before_update();  // B2 still uses W1: a copy
+    master[0].fill(3.0f);
     versions.after_update(2);
+    CHECK(versions.held() == 2);
+    versions.release(1);  // B2
+    versions.before_update();  // no later use of W2: no copy
+    versions.after_update(3);
     CHECK(versions.held() == 1);
     CHECK(versions.peak_held() == 2);
-    CHECK_THROWS_AS(versions.release(1), std::logic_error);  // more uses than the plan has
+    CHECK_THROWS_AS(versions.release(1), std::logic_error);  // more uses than the schedule has
+    CHECK_THROWS_AS(versions.release(0), std::logic_error);
 }

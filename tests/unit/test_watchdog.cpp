@@ -78,7 +78,7 @@ TEST_CASE("watchdog: a stage blocked in its optimizer step under a global clip s
     nb::TrainOptions o = nb::test::pipeline_run(nb::test::write_corpus(dir), "gpipe", 2, 2, 2, {3, 32, 48, 16});
     nb::PipelineSetup setup = nb::make_pipeline_setup(nb::make_run_plan(o));
     // Stage 1 ends before its first optimizer step, so stage 0's waits for stage 1's clip sums forever.
-    nb::StagePlan& last = setup.plans[1];
+    nb::StagePlan& last = setup.fixed_plans[1] = setup.stage_plan(1);
     last.erase(std::find_if(last.begin(), last.end(),
                             [](const nb::Action& a) { return a.type == nb::ActionType::optimizer_step; }),
                last.end());
