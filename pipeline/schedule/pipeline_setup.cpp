@@ -32,6 +32,12 @@ std::unique_ptr<ActionSource> PipelineSetup::rank_actions(int rank) const {
     return std::make_unique<ScheduleActions>(spec, rank, first_step(), end_step());
 }
 
+VersionUses PipelineSetup::version_uses(int stage, bool optimizer_reads_stale) const {
+    VersionUses uses(spec, rank_of_stage(stage), first_step(), optimizer_reads_stale);
+    if (auto fixed = fixed_plans.find(stage); fixed != fixed_plans.end()) uses.count_from(fixed->second);
+    return uses;
+}
+
 StagePlan PipelineSetup::stage_plan(int stage) const { return drain(*stage_actions(stage)); }
 
 bool PipelineSetup::saves_after(int64_t iteration) const {

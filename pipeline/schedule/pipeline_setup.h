@@ -12,6 +12,7 @@
 #include "pipeline/schedule/action_stream.h"
 #include "pipeline/schedule/schedule.h"
 #include "src/plan/run_plan.h"
+#include "pipeline/schedule/version_uses.h"
 #include "src/plan/train_options.h"
 
 namespace nb {
@@ -43,6 +44,9 @@ struct PipelineSetup {
     std::unique_ptr<ActionSource> stage_actions(int stage) const;
     // What rank `rank` runs, its chunks' actions merged (the order its chunks take turns in).
     std::unique_ptr<ActionSource> rank_actions(int rank) const;
+    // How often (virtual) stage `stage` uses each weight version (version_uses.h): by the schedule's rules, or
+    // counted off its fixed_plans entry.
+    VersionUses version_uses(int stage, bool optimizer_reads_stale) const;
     // stage_actions(stage) whole (tests, and small runs).
     StagePlan stage_plan(int stage) const;
     int64_t first_step() const { return first_iteration * steps_per_iteration(); }

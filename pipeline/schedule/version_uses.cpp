@@ -30,7 +30,16 @@ int64_t VersionUses::gradient_version(int64_t step) const {
     return weight_version(spec_, rank_, (step + 1) * spec_.microbatches_per_step() - 1);
 }
 
+void VersionUses::count_from(const StagePlan& plan) {
+    listed_.emplace();
+    for (const Action& a : plan)
+        if (a.type == ActionType::forward || a.type == ActionType::backward || a.type == ActionType::backward_input ||
+            a.type == ActionType::backward_weight)
+            ++(*listed_)[a.version];
+}
+
 int64_t VersionUses::uses(int64_t version) const {
+    if (listed_) return listed_->contains(version) ? listed_->at(version) : 0;
     const int64_t per_step = spec_.microbatches_per_step();
     const int64_t first_mb = first_step_ * per_step, end_mb = end_step_ * per_step;
     auto microbatch_from = [&](int64_t v) {
@@ -64,6 +73,7 @@ bool VersionUses::has_synchronous_use(int64_t version) const {
 }
 
 int64_t VersionUses::oldest_used() const {
+    if (listed_ && !listed_->empty()) return listed_->begin()->first;
     return weight_version(spec_, rank_, first_step_ * spec_.microbatches_per_step());
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 
 #include "pipeline/schedule/schedule.h"
@@ -20,6 +21,9 @@ public:
     // `optimizer_reads_stale` (--delay-fix taylor): an optimizer step whose gradient came from an older version
     // than W_step also uses that version once.
     VersionUses(const ScheduleSpec& spec, int rank, int64_t first_step, bool optimizer_reads_stale);
+    // Tests only (PipelineSetup::fixed_plans): the uses are counted off `plan`, a list that need not follow the
+    // schedule's rules (a test that cuts a step out of it).
+    void count_from(const StagePlan& plan);
 
     // The forwards, backwards (B, W) and stale optimizer steps that use W_version.
     int64_t uses(int64_t version) const;
@@ -38,6 +42,7 @@ private:
     int rank_;
     int64_t first_step_, end_step_;
     bool optimizer_reads_stale_;
+    std::optional<std::map<int64_t, int64_t>> listed_;  // count_from's counts, by version
 };
 
 }  // namespace nb

@@ -102,8 +102,7 @@ StageRunner::StageRunner(const PipelineSetup& setup, int stage, Transport& trans
                                     shard_tag_stride(setup))),
       lr_(o_.lr, setup.spec.optimizer_steps()),
       versions_(ops, state_.model.layout(), state_.master,
-                VersionUses(setup.spec, setup.rank_of_stage(stage), setup.first_step(),
-                            o_.delay_fix.kind == DelayFixKind::taylor),
+                setup.version_uses(stage, o_.delay_fix.kind == DelayFixKind::taylor),
                 predict_weights_of(ops, state_, asynchronous_delay(setup.spec, setup.rank_of_stage(stage)))),
       data_(open_train_data(o_)),
       train_reader_(o_),
@@ -143,6 +142,12 @@ void StageRunner::task_done() {
 std::string StageRunner::next_task() const {
     if (done()) return "done";
     const StageTask& task = window_.front();
+    // Held at the gate: the task has not begun, the stop vote it needs has not come. A save task names itself
+    // only where a checkpoint is due; elsewhere it only asks whether the run stops there.
+    if (!vote_.decided(gated_iteration(task))) {
+        if (task.kind == StageTask::Kind::save && !setup_.saves_after(task.iteration)) return vote_.waits_for();
+        return describe(task) + ": " + vote_.waits_for();
+    }
     // A blocked optimizer step or evaluation waits for something its description does not name.
     if (replica_sum_ && replica_sum_->in_flight() && task.kind == StageTask::Kind::action &&
         task.action.type == ActionType::optimizer_step)
@@ -220,9 +225,11 @@ void StageRunner::post_receives_ahead() {
 
 // A task of iteration i may start once the stages' votes say that i runs; the save after iteration i also
 // needs to know whether i + 1 does (if not, i is the last and saves).
-bool StageRunner::gate(const StageTask& task) {
+bool StageRunner::gate(const StageTask& task) { return vote_.known(transport_, gated_iteration(task)); }
+
+int64_t StageRunner::gated_iteration(const StageTask& task) const {
     const int64_t iteration = iteration_of(setup_, task);
-    return vote_.known(transport_, task.kind == StageTask::Kind::save ? iteration + 1 : iteration);
+    return task.kind == StageTask::Kind::save ? iteration + 1 : iteration;
 }
 
 // The stages agreed to stop before setup.end_iteration: no task of the iterations after the stop has started or

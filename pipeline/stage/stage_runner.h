@@ -148,6 +148,8 @@ private:
     bool vote(const StageTask& task);
     bool save(const StageTask& task);
     bool gate(const StageTask& task);
+    // The iteration whose stop vote `task` waits for: its own, or for a save the next one (gate()).
+    int64_t gated_iteration(const StageTask& task) const;
     void drop_tasks_after_stop();
     void fill_window();
     void task_done();

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 namespace nb {
 
 StopVote::StopVote(bool enabled, int num_stages, int64_t first, int64_t end, Transport* replicas, int stage)
@@ -27,6 +29,15 @@ void StopVote::vote(Transport& transport, int64_t iteration, int stop_signal) {
 int64_t StopVote::open_until() const {
     if (!enabled_) return stop_ - 1;
     return std::min(stop_ - 1, next_take_ + lag_ - 1);
+}
+
+std::string StopVote::waits_for() const {
+    if (next_take_ >= voted_until_)
+        return fmt::format("this stage's own stop vote after iteration {} (whether iteration {} runs)", next_take_,
+                           next_take_ + lag_);
+    return fmt::format("the stop vote after iteration {} (whether iteration {} runs): {}", next_take_,
+                       next_take_ + lag_,
+                       pipeline_signal_ ? "the other replicas' outcomes of it" : "every stage's all-gather of it");
 }
 
 // Iteration i runs unless the vote of i - L (or an earlier one) stopped the run.

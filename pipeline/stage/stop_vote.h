@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "pipeline/transport/transport.h"
@@ -48,6 +49,11 @@ public:
     int stop_signal() const { return stop_signal_; }  // the signal of the first stage that asked, once stopped
     // The iterations known to run so far: [first, open_until()]. A stage posts receives only up to it.
     int64_t open_until() const;
+    // Whether it is known yet if `iteration` runs (known() without taking any vote: for reports).
+    bool decided(int64_t iteration) const { return iteration <= open_until() || iteration >= stop_; }
+    // What deciding the next undecided iteration waits for, e.g. "the stop vote after iteration 11 (whether
+    // iteration 13 runs)" with ": every stage's all-gather" or ": the other replicas' outcomes": for the watchdog.
+    std::string waits_for() const;
     // Takes the outcome of every vote started and not yet taken (before the stage finishes); false while one has
     // not arrived.
     bool drain(Transport& transport);

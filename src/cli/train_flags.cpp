@@ -101,8 +101,8 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--log-interval", o.log_interval, "Print a progress line every N iterations")->capture_default_str();
     sub.add_option("--metrics", o.metrics_path, "Append one JSON object per iteration to this file");
     sub.add_option("--save", o.save_dir,
-                   "Write checkpoints to DIR/step_<t>/; SIGTERM or SIGUSR1 then saves at a step every stage agrees "
-                   "on and exits 0");
+                   "Write checkpoints to DIR/step_<t>/; SIGTERM, SIGINT or SIGUSR1 then saves at a step every stage "
+                   "agrees on and exits 0");
     sub.add_option("--save-interval", o.save_interval,
                    "With --save: a checkpoint after every N iterations (optimizer steps; pipedream: N*m) and the last");
     sub.add_option("--save-keep", o.save_keep, "With --save: keep only the K newest complete checkpoints (0: all)")

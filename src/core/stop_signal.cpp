@@ -25,6 +25,11 @@ void install_stop_signal_handlers() {
     action.sa_flags = SA_RESTART;  // a read or write the signal interrupts goes on
     sigaction(SIGTERM, &action, nullptr);
     sigaction(SIGUSR1, &action, nullptr);
+    // A SIGINT the process was started ignoring stays ignored: a shell starts its background jobs so (`cmd &`,
+    // nohup), and a Ctrl-C at the terminal is then not meant for them.
+    struct sigaction interrupt {};
+    if (sigaction(SIGINT, nullptr, &interrupt) == 0 && interrupt.sa_handler != SIG_IGN)
+        sigaction(SIGINT, &action, nullptr);
 }
 
 int stop_signal_received() { return g_stop_signal.load(); }
@@ -34,6 +39,7 @@ void record_stop_signal(int signal) { on_stop_signal(signal); }
 const char* stop_signal_name(int signal) {
     switch (signal) {
         case SIGTERM: return "SIGTERM";
+        case SIGINT: return "SIGINT";
         case SIGUSR1: return "SIGUSR1";
         default: return "a signal";
     }

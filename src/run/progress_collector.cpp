@@ -100,6 +100,8 @@ ProgressCollector::ProgressCollector(const PipelineSetup& setup, Transport& tran
       since_line_(zero_timing(setup.num_stages())) {
     if (transport.stage() != 0) throw std::logic_error("the progress collector runs on stage 0");
     if (!setup.options.trace_path.empty()) check_writable_trace(setup.options.trace_path);
+    if (setup.first_iteration > 0)
+        elapsed_before_s_ = elapsed_s_ = run_log_.resumed_at(setup.first_iteration, elapsed_before_s);
 }
 
 bool ProgressCollector::poll() {

@@ -44,8 +44,10 @@ class ProgressCollector {
 public:
     // `transport` is stage 0's endpoint, `vote` stage 0's runner's (where the stages agreed to stop: the
     // collector expects reports up to there, and posts no receive beyond what is known to run). Opens --metrics
-    // (RuntimeError naming the file when it cannot). `elapsed_before_s`: a resumed run's clock at its checkpoint
-    // (the iterations' elapsed_s go on from it: the last stage's wall times added up).
+    // (RuntimeError naming the file when it cannot; a resumed run's records after its checkpoint are dropped:
+    // RunLog::resumed_at). `elapsed_before_s`: a resumed run's clock at its checkpoint (the iterations' elapsed_s
+    // go on from it, or from the metrics file's last kept record when that is later: the last stage's wall times
+    // added up).
     ProgressCollector(const PipelineSetup& setup, Transport& transport, const StopVote& vote, std::FILE* log,
                       double elapsed_before_s = 0);
 

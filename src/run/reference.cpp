@@ -402,8 +402,8 @@ ReferenceSummary run_reference(const RunPlan& plan, std::FILE* log) {
         run.restore(resume);
         data->train->seek(resume.saved.data);
         first = resume.saved.step;
-        elapsed_before_s = resume.saved.elapsed_s;
         print_resumed(resume, static_cast<int>(cut.size()), log);
+        elapsed_before_s = run_log.resumed_at(first, resume.saved.elapsed_s);
     }
     const int64_t end = end_iteration(o, first);
     const auto run_start = Clock::now();

@@ -1,13 +1,28 @@
 #include "src/run/run_log.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include "src/core/metrics_resume.h"
 
 namespace nb {
 
 RunLog::RunLog(const TrainOptions& o, std::FILE* log)
     : log_interval_(o.log_interval), stop_on_nan_(o.stop_on_nan), tokens_per_iter_(o.tokens_per_iter()), log_(log) {
     if (!o.metrics_path.empty()) metrics_ = std::make_unique<MetricsWriter>(o.metrics_path);
+}
+
+double RunLog::resumed_at(int64_t step, double checkpoint_elapsed_s) {
+    if (!metrics_) return checkpoint_elapsed_s;
+    const MetricsCut cut = drop_metrics_after(metrics_->path(), step);
+    if (cut.dropped_records > 0) {
+        fmt::print(log_, "metrics: dropped {} record{} after step {} from {} (the stopped run's; recomputed now)\n",
+                   cut.dropped_records, cut.dropped_records == 1 ? "" : "s", step, metrics_->path());
+        std::fflush(log_);
+    }
+    return std::max(checkpoint_elapsed_s, cut.last_elapsed_s.value_or(checkpoint_elapsed_s));
 }
 
 void RunLog::iteration(const IterationReport& record, const IterationReport& line) {

@@ -1,6 +1,7 @@
 // RunLog: what every training loop reports, written once. The plain loop (src/run/trainer.cpp), rank 0's
 // collector of a pipeline run (src/run/progress_collector.h) and the oracle (src/run/reference.cpp) each hand it
 // one IterationReport per iteration and get the same lines, records and errors for the same numbers:
+//   on resuming    the --metrics records after the checkpoint's step are dropped (each step is recorded once);
 //   per iteration  the progress line (every --log-interval iterations, at the last one, and whenever validation
 //                  ran); the --metrics record (appended, flushed line by line); then the NaN policy
 //                  (src/plan/train_progress.h: with --stop-on-nan a non-finite loss ends the run once its line
@@ -40,6 +41,13 @@ public:
     // the previous line), `record` what --metrics gets; both carry the same loss, lr, norm and validation loss.
     void iteration(const IterationReport& record, const IterationReport& line);
     void iteration(const IterationReport& report) { iteration(report, report); }
+    // A run resumed from the checkpoint at `step`, before its first iteration: the --metrics records after `step`
+    // (written by the run that stopped after that checkpoint, and about to be written again) are dropped
+    // (src/core/metrics_resume.h), with a line saying how many when there were any. Returns the clock the run goes
+    // on from: the checkpoint's `elapsed_s`, or the file's last kept record's when that is later (a record of the
+    // step from a later timeline than the checkpoint's, after a resume from an older checkpoint), so that
+    // elapsed_s never runs backwards in the file.
+    double resumed_at(int64_t step, double checkpoint_elapsed_s);
 
     // The run's summary: its final losses and tokens/s, with the caller's step count and weights hash.
     TrainSummary summary(int64_t steps, std::string weights_sha256) const;

@@ -73,7 +73,7 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
     if (!o.load_path.empty()) {
         const ResumePoint resume = load_one_stage(o, stage, log);
         first_step = resume.saved.step;
-        elapsed_before_s = resume.saved.elapsed_s;
+        elapsed_before_s = run_log.resumed_at(first_step, resume.saved.elapsed_s);
         data->train->seek(resume.saved.data);
         refresh_compute_weights(ops, weights, compute_weights);
     }

@@ -88,3 +88,56 @@ TEST_CASE("watchdog: a stage blocked in its optimizer step under a global clip s
                                            "stage's clip sums (--clip-scope global);"),
                          std::logic_error);
 }
+
+namespace {
+
+// A run of `schedule` on 2 stages with --save in which stage 1 never votes on iteration `missing` (its optimizer
+// step that ends it is cut from its plan) and ends after its last send of iteration `missing + 1`: stage 0 gets
+// through iteration `missing + 1` and then waits at the gate of its next task, for the vote of `missing`, forever.
+// Each stage clips on its own (so that stage 0's steps need nothing of stage 1's; a test-only setting for 1f1b).
+// The message of the deadlock the in-process driver reports (what each stage waits for, as the watchdog names it).
+std::string deadlock_with_missing_vote(const char* schedule, int64_t missing, int64_t save_interval) {
+    nb::test::TempDir dir;
+    nb::TrainOptions o = nb::test::pipeline_run(nb::test::write_corpus(dir), schedule, 2, 2, 6, {3, 32, 48, 16});
+    o.save_dir = dir.file("ckpt");
+    o.save_interval = save_interval;
+    nb::PipelineSetup setup = nb::make_pipeline_setup(nb::make_run_plan(o));
+    setup.options.clip_scope = nb::ClipScope::stage;
+    nb::StagePlan& last = setup.fixed_plans[1] = setup.stage_plan(1);
+    auto it_of = [&](const nb::Action& a) { return setup.iteration_of_step(a.step); };
+    std::erase_if(last, [&](const nb::Action& a) {
+        return it_of(a) > missing + 1 || (it_of(a) == missing && a.type == nb::ActionType::optimizer_step);
+    });
+    while (last.back().type != nb::ActionType::send_gradient) last.pop_back();
+    for (nb::Action& a : last)  // iteration missing + 1 runs on the weights the cut step would have replaced
+        if (it_of(a) == missing + 1 && a.type != nb::ActionType::optimizer_step) --a.version;
+    nb::test::NullLog log;
+    try {
+        nb::run_in_process(setup, nullptr, log.f);
+    } catch (const std::logic_error& e) {
+        return e.what();
+    }
+    return "no deadlock";
+}
+
+}  // namespace
+
+TEST_CASE("watchdog: a stage held for a stop vote names the vote, and a checkpoint only where one is due") {
+    // 1f1b, L = 2: the save after iteration 3 waits for the vote after iteration 2, whether iteration 4 runs. No
+    // checkpoint is due there: the save task only asks whether the run stops.
+    const std::string not_due = deadlock_with_missing_vote("1f1b", 2, 100);
+    CAPTURE(not_due);
+    CHECK(not_due.find("stage 0 waits at the stop vote after iteration 2 (whether iteration 4 runs): every stage's "
+                       "all-gather of it;") != std::string::npos);
+    CHECK(not_due.find("checkpoint") == std::string::npos);
+    // With --save-interval 2 the checkpoint after iteration 3 (step 4) is due: it is named, with the vote.
+    const std::string due = deadlock_with_missing_vote("1f1b", 2, 2);
+    CAPTURE(due);
+    CHECK(due.find("stage 0 waits at checkpoint after iteration 3: the stop vote after iteration 2") !=
+          std::string::npos);
+    // 2bw: stage 0 forwards iteration 4 before iteration 3 ends; its forward is held for the same vote.
+    const std::string forward = deadlock_with_missing_vote("2bw", 2, 100);
+    CAPTURE(forward);
+    CHECK(forward.find("stage 0 waits at F8 (step 4, W3): the stop vote after iteration 2 (whether iteration 4 "
+                       "runs)") != std::string::npos);
+}
