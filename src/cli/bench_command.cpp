@@ -42,7 +42,8 @@ int run_bench_ops(const BenchOpsFlags& f) {
     double small_ratio = 0;
     for (const char* name : {"tiny", "small"}) {
         const StepTiming t =
-            time_training_step(ops, model_preset(name), f.step.shape.micro_batch_size, f.step.shape.seq_length, f.step.steps);
+            time_training_step(ops, model_preset(name), f.step.shape.micro_batch_size, f.step.shape.seq_length,
+                               f.step.steps);
         const double gflops = t.model_flops / t.seconds / 1e9;
         const double ratio = gflops / gemm_gflops;
         if (std::string(name) == "small") small_ratio = ratio;

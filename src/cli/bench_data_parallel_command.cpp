@@ -132,8 +132,9 @@ int run_bench_data_parallel(const BenchDataParallelFlags& f) {
     const unsigned cores = std::thread::hardware_concurrency();
     fmt::print("bench data-parallel: --schedule {} on {} stage(s) x {} replicas ({} ranks on {} cores{}), model {}, "
                "{} iterations of m = {} x B = {} x {} tokens per replica ({} timed), {} data\n",
-               f.schedule, f.shape.stages, replicas, world, cores, world > static_cast<int>(cores) ? ", oversubscribed" : "",
-               f.model.preset, f.iters, f.shape.num_microbatches, f.shape.micro_batch_size, f.shape.seq_length, f.iters - f.warmup_iters,
+               f.schedule, f.shape.stages, replicas, world, cores,
+               world > static_cast<int>(cores) ? ", oversubscribed" : "", f.model.preset, f.iters,
+               f.shape.num_microbatches, f.shape.micro_batch_size, f.shape.seq_length, f.iters - f.warmup_iters,
                f.data.empty() ? "synthetic" : f.data);
     fmt::print("{:>3} {:>6} {:>10} {:>9} {:>9} {:>14} {:>10}\n", "D", "ranks", "tokens/s", "ms/iter", "bubble",
                "replica wait", "final loss");
@@ -146,7 +147,8 @@ int run_bench_data_parallel(const BenchDataParallelFlags& f) {
         fmt::print("D = {} / D = 1 tokens/s: {:.3f} (ideal {})\n", replicas, ratio, replicas);
         fmt::print("target: >= {:.2f} x: measured {:.3f} = {:.2f} x target\n", f.target, ratio, ratio / f.target);
     } else {
-        fmt::print("no yardstick at P > 1 (D = 1 needs its own job: bench schedules under mpirun -np {})\n", f.shape.stages);
+        fmt::print("no yardstick at P > 1 (D = 1 needs its own job: bench schedules under mpirun -np {})\n",
+                   f.shape.stages);
     }
     return 0;
 }

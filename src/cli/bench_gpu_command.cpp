@@ -50,7 +50,8 @@ int run_bench_gpu(const BenchGpuFlags& f) {
     std::vector<std::string> muon_lines;
     for (const auto& name : f.models) {
         const StepTiming t =
-            time_training_step(ops, model_preset(name), f.step.shape.micro_batch_size, f.step.shape.seq_length, f.step.steps);
+            time_training_step(ops, model_preset(name), f.step.shape.micro_batch_size, f.step.shape.seq_length,
+                               f.step.steps);
         const double tflops = t.model_flops / t.seconds / 1e12;
         const double mfu = tflops / kH100DenseBf16Tflops;
         if (name == "smollm-360m") mfu_360 = mfu;

@@ -76,8 +76,8 @@ void print_gpu_step(Ops& ops, const BenchMoeFlags& f) {
     const double tflops = t.model_flops / t.seconds / 1e12;
     fmt::print("training step of {} ({} parameters, {} active per token) on {}, micro-batch {} x seq {} "
                "(forward + backward + AdamW, best of {}):\n", c.preset, t.parameters,
-               stage_active_param_count(c, whole_model_spec(c)), device_name(ops.device()), f.step_shape.micro_batch_size,
-               f.step_shape.seq_length, f.steps);
+               stage_active_param_count(c, whole_model_spec(c)), device_name(ops.device()),
+               f.step_shape.micro_batch_size, f.step_shape.seq_length, f.steps);
     fmt::print("  {:.1f} ms/step, {:.0f} tokens/s, {:.1f} TFLOP/s over the active FLOPs, MFU {:.1f}% of {:.0f}\n",
                t.seconds * 1e3, static_cast<double>(t.tokens) / t.seconds, tflops,
                100 * tflops / kH100DenseBf16Tflops, kH100DenseBf16Tflops);

@@ -171,7 +171,8 @@ Report make_report(const BenchSchedulesFlags& f, const std::vector<ScheduleResul
         : replicas > 1 ? "over MPI (one rank per stage and replica)"
                        : "over MPI (one rank per stage)",
         f.iters,
-        replicas * f.shape.micro_batch_size * f.shape.num_microbatches * f.shape.seq_length, f.iters - f.warmup_iters, f.warmup_iters,
+        replicas * f.shape.micro_batch_size * f.shape.num_microbatches * f.shape.seq_length, f.iters - f.warmup_iters,
+        f.warmup_iters,
         f.data.empty() ? "synthetic" : f.data);
     if (!over_mpi)
         rep.note = "note: in one process the stages run one after another, so tokens/s and the bubble are not a "
@@ -194,7 +195,8 @@ Report make_report(const BenchSchedulesFlags& f, const std::vector<ScheduleResul
     const ScheduleResult *two_bw = find(results, ScheduleKind::two_bw), *one_f_one_b = find(results, ScheduleKind::one_f_one_b);
     if (two_bw && one_f_one_b) {
         const double ratio = two_bw->tokens_per_s / one_f_one_b->tokens_per_s;
-        const double ideal = static_cast<double>(f.shape.num_microbatches + stages - 1) / static_cast<double>(f.shape.num_microbatches);
+        const auto m = static_cast<double>(f.shape.num_microbatches);
+        const double ideal = (m + stages - 1) / m;
         rep.ratio_line = fmt::format("2bw / 1f1b tokens/s: {:.3f} (ideal (m + P - 1) / m = {:.3f})", ratio, ideal);
         rep.target_line = fmt::format("target: 2bw >= {:.2f} x 1f1b tokens/s: measured {:.3f} = {:.2f} x target",
                                       f.target, ratio, ratio / f.target);

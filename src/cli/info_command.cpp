@@ -210,7 +210,8 @@ struct ScheduleColumn {
 ScheduleColumn schedule_column(const ModelConfig& c, const InfoFlags& f, const std::vector<StageSpec>& plan_cut,
                                ScheduleKind kind, int virtual_stages) {
     ScheduleColumn col;
-    col.spec = {kind, f.shape.stages, f.shape.num_microbatches, plan_iterations(f.shape.stages, f.shape.num_microbatches)};
+    const RunShape& shape = f.shape;
+    col.spec = {kind, shape.stages, shape.num_microbatches, plan_iterations(shape.stages, shape.num_microbatches)};
     col.spec.virtual_stages = virtual_stages;
     col.name = std::string(schedule_kind_name(kind)) + (virtual_stages > 1 ? fmt::format("-v{}", virtual_stages) : "");
     try {
@@ -266,7 +267,8 @@ void print_schedules(const ModelConfig& c, const InfoFlags& f, const std::vector
     const TrainOptions o = plan_options(c, f);
     std::vector<ScheduleColumn> cols;
     for (const ScheduleKind kind : kScheduleKinds.values()) cols.push_back(schedule_column(c, f, specs, kind, 1));
-    if (f.shape.virtual_stages > 1) cols.push_back(schedule_column(c, f, specs, ScheduleKind::one_f_one_b, f.shape.virtual_stages));
+    if (f.shape.virtual_stages > 1)
+        cols.push_back(schedule_column(c, f, specs, ScheduleKind::one_f_one_b, f.shape.virtual_stages));
     fmt::print("per schedule at --num-microbatches {}: weight versions held (v), microbatches in flight (mb; with "
                "chunks per stage, chunk stashes) and the stage's total (f32, AdamW):\n",
                f.shape.num_microbatches);

@@ -33,20 +33,21 @@ struct ScheduleFlags {
 
 // The P x D job's figures: the reduction's cost, what of it the steps waited for, and the projected tokens/s.
 void print_data_parallel(const ScheduleFlags& f, const SimResult& result) {
+    const int replicas = f.shape.data_parallel_size;
     double waited = 0;
     for (double w : result.replica_wait_ms) waited += w;
     const double per_stage = waited / static_cast<double>(result.replica_wait_ms.size());
     fmt::print("data parallel: {} replicas ({} ranks), each stage's {:g} MiB gradient summed in {:.3f} ms per step "
                "(alpha-beta: 2 (D-1) x {:g} us + 2 (D-1)/D x bytes / {:g} Gbit/s)\n",
-               f.shape.data_parallel_size, f.shape.data_parallel_size * f.spec.stages, f.grad_mib, f.costs.replica_sum_ms, f.allreduce_latency_us,
+               replicas, replicas * f.spec.stages, f.grad_mib, f.costs.replica_sum_ms, f.allreduce_latency_us,
                f.allreduce_gbps);
     fmt::print("exposed reduction: {:.3f} ms per stage, {:.2f}% of the makespan (the steps' waits for the sum)\n",
                per_stage, result.makespan_ms > 0 ? 100.0 * per_stage / result.makespan_ms : 0.0);
     if (f.tokens_per_microbatch > 0 && result.makespan_ms > 0) {
         const double tokens = f.tokens_per_microbatch * static_cast<double>(f.spec.microbatches * f.spec.steps) *
-                              f.shape.data_parallel_size;
+                              replicas;
         fmt::print("projected: {:.0f} tokens/s over {} ranks ({:.0f} per rank)\n", tokens / (result.makespan_ms * 1e-3),
-                   f.shape.data_parallel_size * f.spec.stages, tokens / (result.makespan_ms * 1e-3) / (f.shape.data_parallel_size * f.spec.stages));
+                   replicas * f.spec.stages, tokens / (result.makespan_ms * 1e-3) / (replicas * f.spec.stages));
     }
 }
 
@@ -92,7 +93,8 @@ int print_schedule(ScheduleFlags& f) {
     if (!(f.tokens_per_microbatch >= 0))
         throw UsageError(fmt::format("--tokens-per-microbatch must be >= 0, got {}", f.tokens_per_microbatch));
     f.costs.replica_sum_ms =
-        replica_sum_cost_ms(f.grad_mib * 1024 * 1024, f.shape.data_parallel_size, f.allreduce_gbps, f.allreduce_latency_us);
+        replica_sum_cost_ms(f.grad_mib * 1024 * 1024, f.shape.data_parallel_size, f.allreduce_gbps,
+                            f.allreduce_latency_us);
     f.costs.step_barrier = steps_synchronize(f.spec.kind);  // the global clip's all-gather
     const std::vector<StagePlan> plans = build_schedule(f.spec);
     const SimResult result = simulate(plans, f.costs, f.spec.placement());

@@ -186,10 +186,11 @@ for command in "${!SHAPE_FLAGS[@]}"; do
 done
 unset -n run
 # --seed: a non-negative integer that fits 64 bits (-1 wrapped, 2^64 was clipped to 2^64 - 1, both silently).
+SEED_RULE="--seed must be a non-negative integer of at most 18446744073709551615 (64 bits)"
 for command in T R S; do
   declare -n run=$command
   for seed in -1 18446744073709551616 1.5 ""; do
-    expect_error 2 "^nobubble: error: --seed must be a non-negative integer of at most 18446744073709551615 (64 bits), got '$seed'$" \
+    expect_error 2 "^nobubble: error: $SEED_RULE, got '$seed'$" \
       "${run[@]}" --seed "$seed"
   done
 done
@@ -200,13 +201,12 @@ config_error() {  # config_error PATTERN TOML-TEXT
   expect_error 2 "$1" "$NB" train --config "$WORK/shape.toml" --data "$C" --model tiny --seq-length 32 \
     --micro-batch-size 2 --lr 1e-3 --train-iters 2
 }
-config_error "^nobubble: error: --config '$WORK/shape.toml' line 2: key 'seed': --seed must be a non-negative integer of at most 18446744073709551615 (64 bits), got '-1'$" \
-  'eval-iters = 1\nseed = -1\n'
-config_error "^nobubble: error: --config '$WORK/shape.toml' line 1: key 'seed': expected an integer, got a float$" 'seed = 1.5\n'
-config_error "^nobubble: error: --config '$WORK/shape.toml' line 1, column .*key 'seed'.* not representable in 64 bits" \
-  'seed = 18446744073709551616\n'
-for flag in vocab-size hidden-size ffn-hidden-size num-layers num-attention-heads num-query-groups rope-theta norm-epsilon \
-            micro-batch-size num-microbatches seq-length stages data-parallel-size virtual-stages; do
+AT="^nobubble: error: --config '$WORK/shape.toml' line"
+config_error "$AT 2: key 'seed': $SEED_RULE, got '-1'$" 'eval-iters = 1\nseed = -1\n'
+config_error "$AT 1: key 'seed': expected an integer, got a float$" 'seed = 1.5\n'
+config_error "$AT 1, column .*key 'seed'.* not representable in 64 bits" 'seed = 18446744073709551616\n'
+for flag in vocab-size hidden-size ffn-hidden-size num-layers num-attention-heads num-query-groups rope-theta \
+            norm-epsilon micro-batch-size num-microbatches seq-length stages data-parallel-size virtual-stages; do
   # The command line's own --seq-length and --micro-batch-size would win over the file: these two alone.
   if [ "$flag" = seq-length ] || [ "$flag" = micro-batch-size ]; then
     printf '%s = -1\n' "$flag" >"$WORK/shape.toml"
@@ -234,7 +234,7 @@ if [ "$HAVE_MPI" = 1 ]; then
   expect_mpi_usage_error dp_negative 2 "^nobubble: error: --data-parallel-size must be positive, got -1$" "${L[@]}" \
     --data-parallel-size -1
   expect_mpi_usage_error dp_not_dividing 3 \
-    "^nobubble: error: --data-parallel-size 2 does not divide the 3 MPI ranks (mpirun -np P\*D runs D replicas of P stages)$" \
+    "^nobubble: error: --data-parallel-size 2 does not divide the 3 MPI ranks (mpirun -np P\*D runs D replicas of P" \
     "${L[@]}" --data-parallel-size 2
   expect_mpi_usage_error stages_zero 2 "^nobubble: error: --stages must be positive, got 0$" "${L[@]}" --stages 0
   expect_mpi_usage_error layers_minus_one 2 "^nobubble: error: --num-layers must be positive, got -1$" "${L[@]}" \
