@@ -117,8 +117,9 @@ Command add_schedule_command(CLI::App& app) {
     ScheduleSpec& spec = flags->spec;
     SimCosts& costs = flags->costs;
     sub->add_option("--schedule", flags->schedule, kScheduleKinds.choices_text())->required();
-    add_shape_flag(*sub, flags->shape, {ShapeFlag::stages})->required();
-    add_shape_flag(*sub, flags->shape, {ShapeFlag::num_microbatches, "", "--microbatches"})->required();
+    // Required: no default shown.
+    add_shape_flag(*sub, flags->shape, {ShapeFlag::stages})->required()->default_str("");
+    add_shape_flag(*sub, flags->shape, {ShapeFlag::num_microbatches, "", "--microbatches"})->required()->default_str("");
     sub->add_option("--steps,--train-iters", spec.steps, "Iterations (pipedream: m optimizer steps each)")
         ->capture_default_str();
     add_shape_flag(*sub, flags->shape,
