@@ -8,7 +8,7 @@ namespace nb::cli {
 
 namespace {
 
-// The count's flag: its name, its help and where its value goes.
+// A count's flag: its name and its help (the value goes to the count's field of RunShape: add_shape_flag).
 struct ShapeFlagSpec {
     const char* name;
     const char* help;
