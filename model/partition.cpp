@@ -20,7 +20,7 @@ StageSpec make_spec(int64_t first, int64_t end, int stage, int num_stages) {
     return {first, end, stage == 0, stage == num_stages - 1};
 }
 
-// --stages >= 1 is checked where the plan is (check_stage_count); here it is an invariant.
+// --stages >= 1 is checked where the plan is (check_run_shape, src/plan/run_shape.h); here it is an invariant.
 void check_stage_count_fits(const ModelConfig& config, int num_stages, const char* who) {
     if (num_stages <= 0) throw std::logic_error(fmt::format("{}: {} stages", who, num_stages));
     if (num_stages > config.num_layers)

@@ -16,7 +16,7 @@ namespace nb::cli {
 namespace {
 
 struct BenchOpsFlags {
-    StepBenchFlags step{.gemm_size = 2048, .seq_length = 256};
+    StepBenchFlags step{.gemm_size = 2048, .shape = {.micro_batch_size = 8, .seq_length = 256}};
     double target = 0.30;
     bool profile = false;
 };
@@ -31,17 +31,19 @@ double measure_gemm_gflops(Ops& ops, int n) {
 }
 
 int run_bench_ops(const BenchOpsFlags& f) {
+    check_run_shape(f.step.shape);
     CpuOps ops;
     const double gemm_gflops = measure_gemm_gflops(ops, f.step.gemm_size);
     fmt::print("cpu sgemm {0}x{0}x{0}: {1:.1f} GFLOP/s (measured now, best of 5)\n", f.step.gemm_size, gemm_gflops);
     fmt::print("training step, micro-batch {} x seq {} (forward + backward + AdamW, best of {}):\n",
-               f.step.micro_batch_size, f.step.seq_length, f.step.steps);
+               f.step.shape.micro_batch_size, f.step.shape.seq_length, f.step.steps);
     fmt::print("  {:<8} {:>12} {:>10} {:>12} {:>14} {:>14}\n", "model", "params", "ms/step", "tokens/s",
                "model GFLOP/s", "MFU vs sgemm");
     double small_ratio = 0;
     for (const char* name : {"tiny", "small"}) {
         const StepTiming t =
-            time_training_step(ops, model_preset(name), f.step.micro_batch_size, f.step.seq_length, f.step.steps);
+            time_training_step(ops, model_preset(name), f.step.shape.micro_batch_size, f.step.shape.seq_length,
+                               f.step.steps);
         const double gflops = t.model_flops / t.seconds / 1e9;
         const double ratio = gflops / gemm_gflops;
         if (std::string(name) == "small") small_ratio = ratio;
@@ -51,7 +53,7 @@ int run_bench_ops(const BenchOpsFlags& f) {
     if (f.profile)
         for (const char* name : {"tiny", "small"}) {
             fmt::print("{}:\n", name);
-            print_step_profile(ops, model_preset(name), f.step.micro_batch_size, f.step.seq_length);
+            print_step_profile(ops, model_preset(name), f.step.shape.micro_batch_size, f.step.shape.seq_length);
         }
     fmt::print("target: small >= {:.0f}% of the sgemm rate: measured {:.1f}% = {:.2f} x target\n", 100 * f.target,
                100 * small_ratio, small_ratio / f.target);
@@ -63,8 +65,7 @@ int run_bench_ops(const BenchOpsFlags& f) {
 void add_step_bench_flags(CLI::App& app, StepBenchFlags& flags) {
     app.add_option("--steps", flags.steps, "Timed steps per model")->capture_default_str();
     app.add_option("--gemm-size", flags.gemm_size, "Square GEMM size for the reference rate")->capture_default_str();
-    app.add_option("--micro-batch-size", flags.micro_batch_size, "Sequences per step")->capture_default_str();
-    app.add_option("--seq-length", flags.seq_length, "Tokens per sequence")->capture_default_str();
+    add_shape_flags(app, flags.shape, {{ShapeFlag::micro_batch_size, "one per step"}, {ShapeFlag::seq_length}});
 }
 
 Command add_bench_command(CLI::App& app) {

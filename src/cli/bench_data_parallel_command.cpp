@@ -24,6 +24,7 @@
 #include "src/core/error.h"
 #include "src/core/mpi_env.h"
 #include "src/cpu/cpu_threads.h"
+#include "src/plan/run_shape.h"
 #include "src/run/cut_memory.h"
 #include "src/run/pipeline_driver.h"
 
@@ -35,10 +36,8 @@ struct BenchDataParallelFlags {
     ModelFlags model;
     std::string data;  // empty: a synthetic corpus
     std::string schedule = "1f1b";
-    int stages = 1;  // P; D = the ranks / P
-    int64_t micro_batch_size = 4;
-    int64_t num_microbatches = 4;
-    int64_t seq_length = 128;
+    // P (D = the ranks / P), B, m per replica, T.
+    RunShape shape{.micro_batch_size = 4, .num_microbatches = 4, .seq_length = 128};
     int64_t iters = 12;
     int64_t warmup_iters = 2;
     double lr = 1e-3;
@@ -56,17 +55,14 @@ TrainOptions options_for(const BenchDataParallelFlags& f, const std::string& dat
     o.model = resolve_model(f.model);
     o.data_path = data;
     o.val_fraction = 0;  // training only
-    o.seq_length = f.seq_length;
+    o.set_shape(f.shape);
+    o.data_parallel_size = replicas;
     o.train_iters = f.iters;
     o.lr.lr = f.lr;
     o.lr.decay_style = LrDecayStyle::constant;
     o.seed = f.seed;
     o.log_interval = f.iters;
     o.schedule = parse_schedule_kind(f.schedule);
-    o.stages = f.stages;
-    o.data_parallel_size = replicas;
-    o.micro_batch_size = f.micro_batch_size;
-    o.num_microbatches = f.num_microbatches;
     return o;
 }
 
@@ -111,12 +107,13 @@ std::string row(const Measured& m) {
 int run_bench_data_parallel(const BenchDataParallelFlags& f) {
     if (f.iters <= f.warmup_iters || f.warmup_iters < 0)
         throw UsageError(fmt::format("--iters {} must exceed --warmup-iters {} (>= 0)", f.iters, f.warmup_iters));
+    check_run_shape(f.shape);
     const int world = mpi_world_size();
-    if (f.stages < 1 || world % f.stages != 0 || world / f.stages < 2)
+    if (world % f.shape.stages != 0 || world / f.shape.stages < 2)
         throw UsageError(fmt::format("bench data-parallel runs under mpirun -np P*D with D >= 2 replicas of --stages "
                                      "{}: {} rank(s) given",
-                                     f.stages, world));
-    const int replicas = world / f.stages;
+                                     f.shape.stages, world));
+    const int replicas = world / f.shape.stages;
     const TrainOptions o = options_for(f, f.data.empty() ? "-" : f.data, replicas);
     make_run_plan(o, run_memory_fits(o));  // a bad config: the same UsageError on every rank, before anything runs
 
@@ -125,7 +122,7 @@ int run_bench_data_parallel(const BenchDataParallelFlags& f) {
     const std::string data = corpus ? corpus->path() : f.data;
     std::FILE* quiet = std::fopen("/dev/null", "w");
     if (!quiet) throw RuntimeError("bench data-parallel: cannot open /dev/null");
-    const std::optional<Measured> alone = f.stages == 1 ? run_yardstick(f, data, quiet) : std::nullopt;
+    const std::optional<Measured> alone = f.shape.stages == 1 ? run_yardstick(f, data, quiet) : std::nullopt;
     const RunPlan plan = make_run_plan(options_for(f, data, replicas), run_memory_fits(o));
     const std::optional<PipelineSummary> summary = run_pipeline_training(plan, quiet);
     std::fclose(quiet);
@@ -135,8 +132,9 @@ int run_bench_data_parallel(const BenchDataParallelFlags& f) {
     const unsigned cores = std::thread::hardware_concurrency();
     fmt::print("bench data-parallel: --schedule {} on {} stage(s) x {} replicas ({} ranks on {} cores{}), model {}, "
                "{} iterations of m = {} x B = {} x {} tokens per replica ({} timed), {} data\n",
-               f.schedule, f.stages, replicas, world, cores, world > static_cast<int>(cores) ? ", oversubscribed" : "",
-               f.model.preset, f.iters, f.num_microbatches, f.micro_batch_size, f.seq_length, f.iters - f.warmup_iters,
+               f.schedule, f.shape.stages, replicas, world, cores,
+               world > static_cast<int>(cores) ? ", oversubscribed" : "", f.model.preset, f.iters,
+               f.shape.num_microbatches, f.shape.micro_batch_size, f.shape.seq_length, f.iters - f.warmup_iters,
                f.data.empty() ? "synthetic" : f.data);
     fmt::print("{:>3} {:>6} {:>10} {:>9} {:>9} {:>14} {:>10}\n", "D", "ranks", "tokens/s", "ms/iter", "bubble",
                "replica wait", "final loss");
@@ -149,7 +147,8 @@ int run_bench_data_parallel(const BenchDataParallelFlags& f) {
         fmt::print("D = {} / D = 1 tokens/s: {:.3f} (ideal {})\n", replicas, ratio, replicas);
         fmt::print("target: >= {:.2f} x: measured {:.3f} = {:.2f} x target\n", f.target, ratio, ratio / f.target);
     } else {
-        fmt::print("no yardstick at P > 1 (D = 1 needs its own job: bench schedules under mpirun -np {})\n", f.stages);
+        fmt::print("no yardstick at P > 1 (D = 1 needs its own job: bench schedules under mpirun -np {})\n",
+                   f.shape.stages);
     }
     return 0;
 }
@@ -164,15 +163,15 @@ Command add_bench_data_parallel_command(CLI::App& bench) {
     add_model_flags(*sub, f->model);
     sub->add_option("--data", f->data, "Training data (default: a synthetic corpus)");
     sub->add_option("--schedule", f->schedule, "Pipeline schedule")->capture_default_str();
-    sub->add_option("--stages", f->stages, "Pipeline stages P (the replicas: the ranks / P)")->capture_default_str();
-    sub->add_option("--micro-batch-size", f->micro_batch_size, "Sequences per microbatch")->capture_default_str();
-    sub->add_option("--num-microbatches", f->num_microbatches, "Microbatches per replica and step")
-        ->capture_default_str();
-    sub->add_option("--seq-length", f->seq_length, "Tokens per sequence")->capture_default_str();
+    add_shape_flags(*sub, f->shape,
+                    {{ShapeFlag::stages, "the replicas are the ranks / P"},
+                     {ShapeFlag::micro_batch_size},
+                     {ShapeFlag::num_microbatches, "per replica and step"},
+                     {ShapeFlag::seq_length}});
     sub->add_option("--iters,--train-iters", f->iters, "Iterations per run")->capture_default_str();
     sub->add_option("--warmup-iters", f->warmup_iters, "First iterations run but not timed")->capture_default_str();
     sub->add_option("--lr", f->lr, "Learning rate (constant)")->capture_default_str();
-    sub->add_option("--seed", f->seed, "Seed for weights, data order and the synthetic corpus")->capture_default_str();
+    add_seed_flag(*sub, f->seed, "Seed for weights, data order and the synthetic corpus");
     sub->add_option("--target", f->target, "Target ratio of D replicas' tokens/s to one's (P = 1)")
         ->capture_default_str();
     return {sub, [f] { return run_bench_data_parallel(*f); }};

@@ -22,7 +22,7 @@ namespace nb::cli {
 namespace {
 
 struct BenchGpuFlags {
-    StepBenchFlags step{.gemm_size = 8192, .seq_length = 2048};
+    StepBenchFlags step{.gemm_size = 8192, .shape = {.micro_batch_size = 8, .seq_length = 2048}};
     std::vector<std::string> models = {"smollm-135m", "smollm-360m"};
     double target_mfu = 0.45;
     double target_muon_share = 0.03;
@@ -33,6 +33,7 @@ struct BenchGpuFlags {
 };
 
 int run_bench_gpu(const BenchGpuFlags& f) {
+    check_run_shape(f.step.shape);
 #ifndef NOBUBBLE_HAVE_CUDA
     throw RuntimeError("bench gpu: this nobubble was built without CUDA (configure with -DNOBUBBLE_CUDA=ON)");
 #else
@@ -42,14 +43,15 @@ int run_bench_gpu(const BenchGpuFlags& f) {
     fmt::print("cuBLASLt bf16 GEMM {0}x{0}x{0}: {1:.1f} TFLOP/s (measured now; dense bf16 peak {2:.0f})\n",
                f.step.gemm_size, gemm_tflops, kH100DenseBf16Tflops);
     fmt::print("training step on one GPU, micro-batch {} x seq {} (forward + backward + AdamW, best of {}):\n",
-               f.step.micro_batch_size, f.step.seq_length, f.step.steps);
+               f.step.shape.micro_batch_size, f.step.shape.seq_length, f.step.steps);
     fmt::print("  {:<12} {:>12} {:>10} {:>12} {:>10} {:>13} {:>13}\n", "model", "params", "ms/step", "tokens/s",
                "TFLOP/s", "MFU vs 989", "MFU vs GEMM");
     double mfu_360 = -1;
     std::vector<std::string> muon_lines;
     for (const auto& name : f.models) {
         const StepTiming t =
-            time_training_step(ops, model_preset(name), f.step.micro_batch_size, f.step.seq_length, f.step.steps);
+            time_training_step(ops, model_preset(name), f.step.shape.micro_batch_size, f.step.shape.seq_length,
+                               f.step.steps);
         const double tflops = t.model_flops / t.seconds / 1e12;
         const double mfu = tflops / kH100DenseBf16Tflops;
         if (name == "smollm-360m") mfu_360 = mfu;
@@ -70,7 +72,7 @@ int run_bench_gpu(const BenchGpuFlags& f) {
     if (f.profile)
         for (const auto& name : f.models) {
             fmt::print("{}:\n", name);
-            print_step_profile(ops, model_preset(name), f.step.micro_batch_size, f.step.seq_length);
+            print_step_profile(ops, model_preset(name), f.step.shape.micro_batch_size, f.step.shape.seq_length);
         }
     if (f.profile) fmt::print("attention: {}\n", cuda::attention_report(ops));
     fmt::print("GPU memory in use at the end (cudaMemGetInfo; the caching allocator keeps its peak): {:.2f} GiB\n",

@@ -29,8 +29,7 @@ struct BenchMoeFlags {
     double target = 0.7;
     // The GPU training step.
     std::string gpu_model = "moe-1b";
-    int64_t micro_batch_size = 8;
-    int64_t seq_length = 2048;
+    RunShape step_shape{.micro_batch_size = 8, .seq_length = 2048};  // B x T of the GPU step
     int steps = 5;
     bool profile = false;
 };
@@ -73,18 +72,19 @@ void print_layer_comparison(Ops& ops, const MoeLayerShape& shape, const BenchMoe
 // One training step of an MoE model on the GPU: tokens/s and MFU over its active FLOPs.
 void print_gpu_step(Ops& ops, const BenchMoeFlags& f) {
     const ModelConfig c = model_preset(f.gpu_model);
-    const StepTiming t = time_training_step(ops, c, f.micro_batch_size, f.seq_length, f.steps);
+    const StepTiming t = time_training_step(ops, c, f.step_shape.micro_batch_size, f.step_shape.seq_length, f.steps);
     const double tflops = t.model_flops / t.seconds / 1e12;
     fmt::print("training step of {} ({} parameters, {} active per token) on {}, micro-batch {} x seq {} "
                "(forward + backward + AdamW, best of {}):\n", c.preset, t.parameters,
-               stage_active_param_count(c, whole_model_spec(c)), device_name(ops.device()), f.micro_batch_size,
-               f.seq_length, f.steps);
+               stage_active_param_count(c, whole_model_spec(c)), device_name(ops.device()),
+               f.step_shape.micro_batch_size, f.step_shape.seq_length, f.steps);
     fmt::print("  {:.1f} ms/step, {:.0f} tokens/s, {:.1f} TFLOP/s over the active FLOPs, MFU {:.1f}% of {:.0f}\n",
                t.seconds * 1e3, static_cast<double>(t.tokens) / t.seconds, tflops,
                100 * tflops / kH100DenseBf16Tflops, kH100DenseBf16Tflops);
 }
 
 int run_bench_moe(const BenchMoeFlags& f) {
+    check_run_shape(f.step_shape);
     const Device device = parse_device(f.device);
     const MoeLayerShape shape = scaled_tiny_moe(f.hidden_size, f.tokens);  // a bad shape fails before the backend
     std::unique_ptr<Ops> ops = make_ops(device);
@@ -114,10 +114,9 @@ Command add_bench_moe_command(CLI::App& bench) {
                       int64_t{1}, int64_t{1} << 24);
     add_ranged_option(sub, "--reps", flags->reps, "Repetitions of each (the best is kept)", 1, 1000);
     sub->add_option("--gpu-model", flags->gpu_model, "MoE preset of the GPU training step")->capture_default_str();
-    add_ranged_option(sub, "--micro-batch-size", flags->micro_batch_size, "GPU step: sequences per step", int64_t{1},
-                      int64_t{1} << 20);
-    add_ranged_option(sub, "--seq-length", flags->seq_length, "GPU step: tokens per sequence", int64_t{1},
-                      int64_t{1} << 24);
+    add_shape_flags(*sub, flags->step_shape,
+                    {{ShapeFlag::micro_batch_size, "the GPU step's, one per step"},
+                     {ShapeFlag::seq_length, "the GPU step's"}});
     add_ranged_option(sub, "--steps", flags->steps, "GPU step: timed steps (the best is kept)", 1, 1000);
     sub->add_flag("--profile", flags->profile, "Also print where each layer's time goes, op by op");
     return {sub, [flags] { return run_bench_moe(*flags); }};

@@ -38,6 +38,7 @@
 #include "pipeline/schedule/schedule.h"
 #include "pipeline/schedule/simulate.h"
 #include "src/run/cut_memory.h"
+#include "src/plan/run_shape.h"
 #include "src/run/pipeline_driver.h"
 
 namespace nb::cli {
@@ -48,15 +49,12 @@ struct BenchSchedulesFlags {
     ModelFlags model;
     std::string data;  // empty: a synthetic corpus
     std::string device = "cpu";
-    int64_t micro_batch_size = 4;
-    int64_t num_microbatches = 4;
-    int64_t seq_length = 128;
+    // B, m, T; P stages in one process (under mpirun the number of ranks / D); D replicas of the pipeline (under
+    // mpirun); V > 1: 1f1b also runs interleaved, V chunks per stage (a row of its own).
+    RunShape shape{.micro_batch_size = 4, .num_microbatches = 4, .seq_length = 128, .stages = 2};
     int64_t iters = 12;
     int64_t warmup_iters = 2;
-    int stages = 2;  // in one process; under mpirun the number of ranks / D
-    int data_parallel_size = 1;  // D replicas of the pipeline (under mpirun)
     std::vector<std::string> schedules = {"gpipe", "1f1b", "zb-h1", "zb-v", "2bw", "pipedream"};
-    int virtual_stages = 1;  // > 1: 1f1b also runs interleaved, V chunks per stage (a row of its own)
     CutFlags cut;  // --pipeline-cut, --pipeline-layout
     double lr = 1e-3;
     uint64_t seed = 1234;
@@ -85,7 +83,7 @@ std::vector<BenchRow> rows_of(const BenchSchedulesFlags& f, const std::vector<Sc
     std::vector<BenchRow> rows;
     for (ScheduleKind s : schedules) {
         rows.push_back({s, 1});
-        if (s == ScheduleKind::one_f_one_b && f.virtual_stages > 1) rows.push_back({s, f.virtual_stages});
+        if (s == ScheduleKind::one_f_one_b && f.shape.virtual_stages > 1) rows.push_back({s, f.shape.virtual_stages});
     }
     return rows;
 }
@@ -98,7 +96,7 @@ RunPlan plan_for(const BenchSchedulesFlags& f, BenchRow row, const std::string& 
     o.data_path = data;
     o.device = parse_device(f.device);
     o.val_fraction = 0;  // no validation: the bench times training only
-    o.seq_length = f.seq_length;
+    o.set_shape(f.shape);
     o.train_iters = f.iters;
     o.lr.lr = f.lr;
     o.lr.decay_style = LrDecayStyle::constant;
@@ -106,13 +104,10 @@ RunPlan plan_for(const BenchSchedulesFlags& f, BenchRow row, const std::string& 
     o.log_interval = f.iters;  // one progress line, to the log nobody reads
     o.schedule = schedule;
     o.stages = stages;
-    o.data_parallel_size = f.data_parallel_size;
     o.virtual_stages = row.virtual_stages;
     o.clip_scope = clip_scope_of(schedule);
-    o.micro_batch_size = f.micro_batch_size;
-    o.num_microbatches = f.num_microbatches;
     if (schedule == ScheduleKind::pipedream) {  // one microbatch per step, as large as the others' whole step
-        o.micro_batch_size = f.micro_batch_size * f.num_microbatches;
+        o.micro_batch_size = f.shape.micro_batch_size * f.shape.num_microbatches;
         o.num_microbatches = 1;
     }
     resolve_cut_flags(f.cut, o);
@@ -167,7 +162,7 @@ struct Report {
 Report make_report(const BenchSchedulesFlags& f, const std::vector<ScheduleResult>& results, int stages,
                    bool over_mpi, int64_t parameters) {
     Report rep;
-    const int64_t replicas = f.data_parallel_size;
+    const int64_t replicas = f.shape.data_parallel_size;
     rep.title = fmt::format(
         "bench schedules: model {} ({} parameters), {} stages{} {}, {} iterations of {} tokens ({} timed: the "
         "first {} not), {} data",
@@ -176,7 +171,8 @@ Report make_report(const BenchSchedulesFlags& f, const std::vector<ScheduleResul
         : replicas > 1 ? "over MPI (one rank per stage and replica)"
                        : "over MPI (one rank per stage)",
         f.iters,
-        replicas * f.micro_batch_size * f.num_microbatches * f.seq_length, f.iters - f.warmup_iters, f.warmup_iters,
+        replicas * f.shape.micro_batch_size * f.shape.num_microbatches * f.shape.seq_length, f.iters - f.warmup_iters,
+        f.warmup_iters,
         f.data.empty() ? "synthetic" : f.data);
     if (!over_mpi)
         rep.note = "note: in one process the stages run one after another, so tokens/s and the bubble are not a "
@@ -199,7 +195,8 @@ Report make_report(const BenchSchedulesFlags& f, const std::vector<ScheduleResul
     const ScheduleResult *two_bw = find(results, ScheduleKind::two_bw), *one_f_one_b = find(results, ScheduleKind::one_f_one_b);
     if (two_bw && one_f_one_b) {
         const double ratio = two_bw->tokens_per_s / one_f_one_b->tokens_per_s;
-        const double ideal = static_cast<double>(f.num_microbatches + stages - 1) / static_cast<double>(f.num_microbatches);
+        const auto m = static_cast<double>(f.shape.num_microbatches);
+        const double ideal = (m + stages - 1) / m;
         rep.ratio_line = fmt::format("2bw / 1f1b tokens/s: {:.3f} (ideal (m + P - 1) / m = {:.3f})", ratio, ideal);
         rep.target_line = fmt::format("target: 2bw >= {:.2f} x 1f1b tokens/s: measured {:.3f} = {:.2f} x target",
                                       f.target, ratio, ratio / f.target);
@@ -246,18 +243,12 @@ void validate(const BenchSchedulesFlags& f) {
     if (f.iters <= f.warmup_iters || f.warmup_iters < 0)
         throw UsageError(fmt::format("--iters {} must exceed --warmup-iters {} (>= 0)", f.iters, f.warmup_iters));
     if (f.schedules.empty()) throw UsageError("--schedules: give at least one schedule");
-    if (f.virtual_stages < 1)
-        throw UsageError(fmt::format("--virtual-stages must be positive, got {}", f.virtual_stages));
-    if (f.data_parallel_size < 1)
-        throw UsageError(fmt::format("--data-parallel-size must be positive, got {}", f.data_parallel_size));
+    check_run_shape(f.shape);
     const int world = mpi_world_size();
-    if (f.data_parallel_size > 1 && world == 1)
+    if (f.shape.data_parallel_size > 1 && world == 1)
         throw UsageError(fmt::format("--data-parallel-size {} runs under mpirun -np P*{} (one rank per stage and "
                                      "replica)",
-                                     f.data_parallel_size, f.data_parallel_size));
-    if (world % f.data_parallel_size != 0)
-        throw UsageError(fmt::format("--data-parallel-size {} does not divide the {} ranks", f.data_parallel_size,
-                                     world));
+                                     f.shape.data_parallel_size, f.shape.data_parallel_size));
     if (!f.out.empty()) {
         const std::filesystem::path parent = std::filesystem::path(f.out).parent_path();
         if (!parent.empty() && !std::filesystem::is_directory(parent))
@@ -269,7 +260,7 @@ int run_bench_schedules(const BenchSchedulesFlags& f) {
     validate(f);
     const int world = mpi_world_size();
     const bool over_mpi = world > 1;
-    const int stages = over_mpi ? world / f.data_parallel_size : f.stages;
+    const int stages = shape_for_world(f.shape, false, world).stages;  // under mpirun the ranks / D, which D divides
     // The names parsed and every plan checked before anything runs (the same UsageError on every rank).
     std::vector<ScheduleKind> schedules;
     for (const auto& name : f.schedules) schedules.push_back(parse_schedule_kind(name));
@@ -330,25 +321,23 @@ Command add_bench_schedules_command(CLI::App& bench) {
     sub->add_option("--data", f->data, "Training data (default: a synthetic corpus)");
     sub->add_option("--device", f->device, "cpu (f32 reference) or cuda (bf16 compute; under mpirun one GPU per rank)")
         ->capture_default_str();
-    sub->add_option("--micro-batch-size", f->micro_batch_size, "Sequences per microbatch (pipedream: x m)")
-        ->capture_default_str();
-    sub->add_option("--num-microbatches", f->num_microbatches, "Microbatches per step m (pipedream: 1)")
-        ->capture_default_str();
-    sub->add_option("--seq-length", f->seq_length, "Tokens per sequence")->capture_default_str();
+    add_shape_flags(*sub, f->shape,
+                    {{ShapeFlag::micro_batch_size, "pipedream: x m"},
+                     {ShapeFlag::num_microbatches, "per step; pipedream: 1"},
+                     {ShapeFlag::seq_length}});
     sub->add_option("--iters,--train-iters", f->iters, "Iterations per schedule")->capture_default_str();
     sub->add_option("--warmup-iters", f->warmup_iters, "First iterations run but not timed")->capture_default_str();
-    sub->add_option("--stages", f->stages, "Pipeline stages in one process (under mpirun: the ranks / D)")
-        ->capture_default_str();
-    sub->add_option("--data-parallel-size", f->data_parallel_size,
-                    "D replicas of every schedule's pipeline (under mpirun -np P*D), m x B per replica")
-        ->capture_default_str();
+    add_shape_flags(*sub, f->shape,
+                    {{ShapeFlag::stages, "in one process (under mpirun: the ranks / D)"},
+                     {ShapeFlag::data_parallel_size, "of every schedule's pipeline (under mpirun -np P*D), m x B per "
+                                                     "replica"}});
     add_cut_flags(*sub, f->cut);
     sub->add_option("--schedules", f->schedules, "Schedules to run, in order")->delimiter(',')->capture_default_str();
-    sub->add_option("--virtual-stages", f->virtual_stages,
-                    "Also run 1f1b interleaved with V chunks per stage, as a row '1f1b-vV' (1: not)")
-        ->capture_default_str();
+    add_shape_flag(*sub, f->shape,
+                   {ShapeFlag::virtual_stages, "also run 1f1b interleaved with V chunks per stage, as a row "
+                                               "'1f1b-vV' (1: not)"});
     sub->add_option("--lr", f->lr, "Learning rate (constant)")->capture_default_str();
-    sub->add_option("--seed", f->seed, "Seed for weights, data order and the synthetic corpus")->capture_default_str();
+    add_seed_flag(*sub, f->seed, "Seed for weights, data order and the synthetic corpus");
     sub->add_option("--out", f->out, "Also write the table as PREFIX.csv and PREFIX.md");
     sub->add_option("--target", f->target, "Target ratio of 2bw to 1f1b tokens/s")->capture_default_str();
     return {sub, [f] { return run_bench_schedules(*f); }};

@@ -1,36 +1,56 @@
 // The subcommands of `nobubble`, each registered on the CLI11 app by its own file.
 #pragma once
 
+#include <cstdint>
 #include <functional>
-#include <limits>
+#include <initializer_list>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 
 #include "model/config.h"
+#include "src/plan/run_shape.h"
 #include "src/plan/train_options.h"
 
 namespace nb::cli {
 
-// Model shape flags shared by train, info and bench: --model PRESET plus per-field overrides.
+// The run-shape flags, each declared once for every command that takes it (train, reference, info, schedule and
+// the benchmarks): the model (--model and per-field overrides: model_flags.cpp), the batch and pipeline counts
+// (RunShape: run_shape_flags.cpp) and the stage cut (--pipeline-cut, --pipeline-layout: run_shape_flags.cpp).
+//
+// The model: --model PRESET plus per-field overrides. An override holds a value only where it is given, and a value
+// given is always checked (ModelConfig::validate), whatever it is.
 struct ModelFlags {
     std::string preset = "tiny";
-    int64_t vocab_size = -1, hidden_size = -1, ffn_hidden_size = -1, num_layers = -1, num_heads = -1,
-            num_kv_heads = -1;
-    double rope_theta = -1, norm_eps = -1;
+    std::optional<int64_t> vocab_size, hidden_size, ffn_hidden_size, num_layers, num_heads, num_kv_heads;
+    std::optional<double> rope_theta, norm_eps;
     bool untie = false, tie = false;
-    // MoE (Megatron's names); -1 / NaN / "" = not given.
-    int64_t num_experts = -1, moe_topk = -1, moe_ffn_hidden_size = -1, moe_shared_ffn_hidden_size = -1;
-    double moe_aux_loss_coeff = std::numeric_limits<double>::quiet_NaN();
-    double moe_bias_update_rate = std::numeric_limits<double>::quiet_NaN();
+    // MoE (Megatron's names).
+    std::optional<int64_t> num_experts, moe_topk, moe_ffn_hidden_size, moe_shared_ffn_hidden_size;
+    std::optional<double> moe_aux_loss_coeff, moe_bias_update_rate;
     bool moe_topk_renorm = false, moe_expert_bias = false;
-    std::string moe_layers;
+    std::optional<std::string> moe_layers;
 };
 void add_model_flags(CLI::App& app, ModelFlags& flags);
 ModelConfig resolve_model(const ModelFlags& flags);  // preset + overrides, validated
 
-// The stage cut's flags, shared by train, reference, info and bench schedules: --pipeline-cut and
-// --pipeline-layout (model/partition.h), as typed.
+// The batch and pipeline counts of RunShape (src/plan/run_shape.h), one flag each. A command declares the ones it
+// takes, its defaults already in the RunShape it holds (shown in --help); check_run_shape checks them (through
+// make_run_plan, or called by the command before it uses a count).
+enum class ShapeFlag { micro_batch_size, num_microbatches, seq_length, stages, data_parallel_size, virtual_stages };
+struct ShapeFlagUse {
+    ShapeFlagUse(ShapeFlag flag, std::string note = "", std::string aliases = "")  // implicit: {ShapeFlag::stages}
+        : flag(flag), note(std::move(note)), aliases(std::move(aliases)) {}
+    ShapeFlag flag;
+    std::string note;     // what the count means to this command, after the flag's own help ("" for none)
+    std::string aliases;  // other names before the flag's own, comma-separated ("--microbatches"; "" for none)
+};
+CLI::Option* add_shape_flag(CLI::App& app, RunShape& shape, const ShapeFlagUse& use);
+void add_shape_flags(CLI::App& app, RunShape& shape, std::initializer_list<ShapeFlagUse> uses);
+
+// The stage cut: --pipeline-cut and --pipeline-layout (model/partition.h), as typed.
 struct CutFlags {
     std::string cut = "cost";
     std::string layout;
@@ -40,13 +60,16 @@ void add_cut_flags(CLI::App& app, CutFlags& flags);
 // The names parsed (UsageError naming the flag), into the options' pipeline_cut and pipeline_layout.
 void resolve_cut_flags(const CutFlags& flags, TrainOptions& options);
 
+// --seed: a non-negative integer that fits 64 bits; anything else (-1, 2^64, 1.5) is one usage error naming it.
+void add_seed_flag(CLI::App& app, uint64_t& seed, const std::string& help);
+
 // The shape of a training-step benchmark (bench ops, bench gpu): a square reference GEMM of gemm_size, then the best
-// of `steps` training steps of micro_batch_size x seq_length tokens. Each benchmark gives its own defaults.
+// of `steps` training steps of micro_batch_size x seq_length tokens (in `shape`). Each benchmark gives its own
+// defaults.
 struct StepBenchFlags {
     int steps = 5;
     int gemm_size = 0;
-    int64_t micro_batch_size = 8;
-    int64_t seq_length = 0;
+    RunShape shape;
 };
 // --steps, --gemm-size, --micro-batch-size, --seq-length, each with its default in --help.
 void add_step_bench_flags(CLI::App& app, StepBenchFlags& flags);

@@ -20,6 +20,7 @@
 #include "src/core/byte_size.h"
 #include "src/core/error.h"
 #include "src/plan/pipeline_cut.h"
+#include "src/plan/run_shape.h"
 #include "src/plan/schedule_spec.h"
 #include "src/run/cut_memory.h"
 
@@ -30,13 +31,9 @@ namespace {
 struct InfoFlags {
     ModelFlags model;
     CutFlags cut;
-    int stages = 1;
-    int virtual_stages = 1;  // > 1: an interleaved 1F1B column, 1f1b-vV
-    int data_parallel_size = 1;          // D replicas of every stage
+    // P, D replicas of every stage, V > 1: an interleaved 1F1B column 1f1b-vV; B, T; m per iteration.
+    RunShape shape{.micro_batch_size = 8, .num_microbatches = 8, .seq_length = 256};
     bool distributed_optimizer = false;  // --use-distributed-optimizer: each replica holds 1/D of the state
-    int64_t micro_batch_size = 8;
-    int64_t seq_length = 256;
-    int64_t num_microbatches = 8;
 };
 
 // Iterations each schedule is built for: enough for 2bw's and pipedream's steady state, where they hold the most
@@ -70,11 +67,13 @@ std::string percent(double part, double whole) { return fmt::format("{:.1f}%", w
 TrainOptions plan_options(const ModelConfig& c, const InfoFlags& f) {
     TrainOptions o;
     o.model = c;
-    o.micro_batch_size = f.micro_batch_size;
-    o.seq_length = f.seq_length;
-    o.num_microbatches = f.num_microbatches;
-    o.stages = f.stages;
-    o.train_iters = plan_iterations(f.stages, f.num_microbatches);
+    // One replica (each rank's share of the state: rank_state_bytes), one chunk per stage (the interleaved
+    // column cuts its own: schedule_column).
+    o.micro_batch_size = f.shape.micro_batch_size;
+    o.seq_length = f.shape.seq_length;
+    o.num_microbatches = f.shape.num_microbatches;
+    o.stages = f.shape.stages;
+    o.train_iters = plan_iterations(f.shape.stages, f.shape.num_microbatches);
     resolve_cut_flags(f.cut, o);
     return o;
 }
@@ -90,7 +89,7 @@ OptimizerConfig named_optimizer(std::string_view name) {
 int64_t rank_state_bytes(const InfoFlags& f, const OptimizerConfig& optimizer, const ParamLayout& layout) {
     if (!f.distributed_optimizer) return stage_optimizer_state_bytes(optimizer, DelayFixConfig{}, layout);
     const std::vector<int64_t> shares =
-        optimizer_shard_bytes(optimizer, DelayFixConfig{}, layout, f.data_parallel_size);
+        optimizer_shard_bytes(optimizer, DelayFixConfig{}, layout, f.shape.data_parallel_size);
     return *std::max_element(shares.begin(), shares.end());
 }
 
@@ -141,7 +140,7 @@ void print_stages(const ModelConfig& c, const InfoFlags& f, const StageCut& cut)
     const TrainOptions o = plan_options(c, f);
     const StageSpec whole = whole_model_spec(c);
     const double total_params = static_cast<double>(stage_param_count(c, whole));
-    const double total_flops = stage_flops_per_token(c, whole, f.seq_length).training();
+    const double total_flops = stage_flops_per_token(c, whole, f.shape.seq_length).training();
     fmt::print("  {:>5}  {:<6}  {:<26} {:>14} {:>7} {:>7}  {:>10}  {:>10}  {:>11}  {:>10}  {:>10}\n", "stage", "bound",
                "layers", "parameters", "params", "FLOPs", "weights", "gradients", "AdamW state", "act/mb", "total");
     for (size_t s = 0; s < cut.stages.size(); ++s) {
@@ -154,7 +153,7 @@ void print_stages(const ModelConfig& c, const InfoFlags& f, const StageCut& cut)
         fmt::print("  {:>5}  {:<6}  {:<26} {:>14} {:>7} {:>7}  {:>10}  {:>10}  {:>11}  {:>10}  {:>10}\n", s,
                    stage_bound_name(cut.bounds[s]), layers, with_commas(params),
                    percent(static_cast<double>(params), total_params),
-                   percent(stage_flops_per_token(c, sp, f.seq_length).training(), total_flops),
+                   percent(stage_flops_per_token(c, sp, f.shape.seq_length).training(), total_flops),
                    format_bytes(m.weights_bytes), format_bytes(m.gradients_bytes), format_bytes(m.optimizer_bytes),
                    format_bytes(m.activations_bytes), format_bytes(m.total_bytes()));
     }
@@ -169,12 +168,12 @@ void print_cut(const ModelConfig& c, const InfoFlags& f, const StageCut& cut) {
     else
         how = "cost (the slowest stage's forward + backward FLOPs as few as can be, by the FLOP model above, not a "
               "measured profile; each stage within the memory `train` checks, under 1f1b and AdamW on this host)";
-    fmt::print("pipeline plan: {} stage(s), cut by {}\n", f.stages, how);
+    fmt::print("pipeline plan: {} stage(s), cut by {}\n", f.shape.stages, how);
     if (!cut.fits_memory)
         fmt::print("  no cut fits every stage's memory: this is the cost-optimal one, which `train` refuses\n");
     double slowest = 0, sum = 0;
     for (const StageSpec& sp : cut.stages) {
-        const double flops = stage_flops_per_token(c, sp, f.seq_length).training();
+        const double flops = stage_flops_per_token(c, sp, f.shape.seq_length).training();
         slowest = std::max(slowest, flops);
         sum += flops;
     }
@@ -211,7 +210,8 @@ struct ScheduleColumn {
 ScheduleColumn schedule_column(const ModelConfig& c, const InfoFlags& f, const std::vector<StageSpec>& plan_cut,
                                ScheduleKind kind, int virtual_stages) {
     ScheduleColumn col;
-    col.spec = {kind, f.stages, f.num_microbatches, plan_iterations(f.stages, f.num_microbatches)};
+    const RunShape& shape = f.shape;
+    col.spec = {kind, shape.stages, shape.num_microbatches, plan_iterations(shape.stages, shape.num_microbatches)};
     col.spec.virtual_stages = virtual_stages;
     col.name = std::string(schedule_kind_name(kind)) + (virtual_stages > 1 ? fmt::format("-v{}", virtual_stages) : "");
     try {
@@ -253,10 +253,10 @@ double predicted_bubble(const ModelConfig& c, const InfoFlags& f, const Schedule
     SimCosts costs;
     costs.step_barrier = steps_synchronize(col.spec.kind);  // the global clip's all-gather
     double total = 0;
-    for (const StageSpec& sp : col.cut) total += stage_flops_per_token(c, sp, f.seq_length).training();
+    for (const StageSpec& sp : col.cut) total += stage_flops_per_token(c, sp, f.shape.seq_length).training();
     const double even = total / static_cast<double>(col.cut.size());
     for (const StageSpec& sp : col.cut)
-        costs.part_scale.push_back(stage_flops_per_token(c, sp, f.seq_length).training() / even);
+        costs.part_scale.push_back(stage_flops_per_token(c, sp, f.shape.seq_length).training() / even);
     return simulate(col.rank_plans, costs, col.spec.placement()).bubble_fraction;
 }
 
@@ -267,14 +267,15 @@ void print_schedules(const ModelConfig& c, const InfoFlags& f, const std::vector
     const TrainOptions o = plan_options(c, f);
     std::vector<ScheduleColumn> cols;
     for (const ScheduleKind kind : kScheduleKinds.values()) cols.push_back(schedule_column(c, f, specs, kind, 1));
-    if (f.virtual_stages > 1) cols.push_back(schedule_column(c, f, specs, ScheduleKind::one_f_one_b, f.virtual_stages));
+    if (f.shape.virtual_stages > 1)
+        cols.push_back(schedule_column(c, f, specs, ScheduleKind::one_f_one_b, f.shape.virtual_stages));
     fmt::print("per schedule at --num-microbatches {}: weight versions held (v), microbatches in flight (mb; with "
                "chunks per stage, chunk stashes) and the stage's total (f32, AdamW):\n",
-               f.num_microbatches);
+               f.shape.num_microbatches);
     fmt::print("  {:>5}", "stage");
     for (const ScheduleColumn& col : cols) fmt::print("  {:>22}", col.name);
     fmt::print("\n");
-    for (int r = 0; r < f.stages; ++r) {
+    for (int r = 0; r < f.shape.stages; ++r) {
         fmt::print("  {:>5}", r);
         for (const ScheduleColumn& col : cols) {
             if (col.rank_plans.empty()) {
@@ -302,38 +303,33 @@ void print_schedules(const ModelConfig& c, const InfoFlags& f, const std::vector
         fmt::print("  {:>22}", col.rank_plans.empty() ? "-" : percent(predicted_bubble(c, f, col), 1.0));
     fmt::print("\n  (bubble: the simulator's over {} iterations, each part's F, B and W a third of its forward + "
                "backward FLOPs; zb-v and interleaved on their own cut into P x V parts:",
-               plan_iterations(f.stages, f.num_microbatches));
+               plan_iterations(f.shape.stages, f.shape.num_microbatches));
     for (const ScheduleColumn& col : cols)
         if (col.spec.chunks_per_rank() > 1 && !col.cut.empty()) fmt::print(" {} {};", col.name, describe_parts(col));
     fmt::print(")\n");
 }
 
 int print_info(const InfoFlags& f) {
+    check_run_shape(f.shape);
     const ModelConfig c = resolve_model(f.model);
-    check_stage_count(f.stages);
-    if (f.data_parallel_size < 1)
-        throw UsageError(fmt::format("--data-parallel-size must be positive, got {}", f.data_parallel_size));
-    if (f.distributed_optimizer && f.data_parallel_size == 1)
+    if (f.distributed_optimizer && f.shape.data_parallel_size == 1)
         throw UsageError("--use-distributed-optimizer shards the state over the replicas: give --data-parallel-size "
                          "D > 1");
-    if (f.micro_batch_size < 1 || f.seq_length < 1 || f.num_microbatches < 1)
-        throw UsageError(fmt::format("--micro-batch-size, --seq-length and --num-microbatches must be positive, got "
-                                     "{}, {} and {}", f.micro_batch_size, f.seq_length, f.num_microbatches));
     const TrainOptions o = plan_options(c, f);
     // The cut `train` would make (src/plan/pipeline_cut.h), its memory bound the CPU's: this host's MemAvailable.
     const StageCut cut = choose_pipeline_cut(o, run_memory_fits(o));
     const std::vector<StageSpec>& specs = cut.stages;
-    print_model(c, f.seq_length);
+    print_model(c, f.shape.seq_length);
     print_cut(c, f, cut);
-    if (f.data_parallel_size > 1)
+    if (f.shape.data_parallel_size > 1)
         fmt::print("  data parallel: {} replicas of every stage, {} ranks; each rank holds its stage's weights, "
                    "versions, gradients and activations{}\n",
-                   f.data_parallel_size, f.stages * f.data_parallel_size,
+                   f.shape.data_parallel_size, f.shape.stages * f.shape.data_parallel_size,
                    f.distributed_optimizer ? ", and with --use-distributed-optimizer 1/D of its optimizer state "
                                              "(elementwise state cut by rows; muon's hidden matrices, soap's and mars's tensors whole)"
                                            : ", and all its optimizer state");
     fmt::print("  memory per stage as `train` checks it before it allocates: f32, AdamW, one weight version, one "
-               "microbatch of {} x {} tokens\n", f.micro_batch_size, f.seq_length);
+               "microbatch of {} x {} tokens\n", f.shape.micro_batch_size, f.shape.seq_length);
     fmt::print("  (a schedule adds its weight versions and microbatches in flight, below; CUDA a bf16 copy of the "
                "weights and bf16 activations)\n");
     fmt::print("  optimizer state per parameter: {}\n", state_per_parameter(c));
@@ -349,23 +345,19 @@ Command add_info_command(CLI::App& app) {
     auto* sub = app.add_subcommand("info", "Print the parameters, FLOPs per token and the per-stage memory plan");
     auto flags = std::make_shared<InfoFlags>();
     add_model_flags(*sub, flags->model);
-    sub->add_option("--stages", flags->stages, "Pipeline stages to plan for")->capture_default_str();
-    sub->add_option("--data-parallel-size", flags->data_parallel_size,
-                    "Replicas of every stage (the memory per rank: each holds its stage whole)")
-        ->capture_default_str();
+    add_shape_flags(*sub, flags->shape,
+                    {{ShapeFlag::stages, "to plan for"},
+                     {ShapeFlag::data_parallel_size, "the memory per rank: each holds its stage whole"}});
     sub->add_flag("--use-distributed-optimizer", flags->distributed_optimizer,
                   "Each of the D replicas holds 1/D of its stage's optimizer state (Megatron's ZeRO-1)");
-    sub->add_option("--virtual-stages", flags->virtual_stages,
-                    "Adds interleaved 1F1B with V chunks per stage (a column 1f1b-vV, on its own cut into P x V parts)")
-        ->capture_default_str();
+    add_shape_flag(*sub, flags->shape,
+                   {ShapeFlag::virtual_stages, "adds interleaved 1F1B with V chunks per stage (a column 1f1b-vV, on "
+                                               "its own cut into P x V parts)"});
     add_cut_flags(*sub, flags->cut);
-    sub->add_option("--micro-batch-size", flags->micro_batch_size, "Sequences per microbatch (activation memory)")
-        ->capture_default_str();
-    sub->add_option("--seq-length", flags->seq_length, "Tokens per sequence (activation memory, attention FLOPs)")
-        ->capture_default_str();
-    sub->add_option("--num-microbatches", flags->num_microbatches,
-                    "Microbatches per iteration (what each schedule holds in flight)")
-        ->capture_default_str();
+    add_shape_flags(*sub, flags->shape,
+                    {{ShapeFlag::micro_batch_size, "activation memory"},
+                     {ShapeFlag::seq_length, "activation memory, attention FLOPs"},
+                     {ShapeFlag::num_microbatches, "what each schedule holds in flight"}});
     return {sub, [flags] { return print_info(*flags); }};
 }
 

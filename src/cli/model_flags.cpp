@@ -1,5 +1,3 @@
-#include <cmath>
-
 #include <fmt/format.h>
 
 #include "src/cli/commands.h"
@@ -38,9 +36,9 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
 
 ModelConfig resolve_model(const ModelFlags& f) {
     ModelConfig c = model_preset(f.preset);
-    // -1 means "not given" for every override (a given 0 or negative value is rejected by validate()).
-    auto set = [](auto& field, auto value) {
-        if (value != -1) field = value;
+    // An override given is taken whatever its value (validate() below refuses a bad one); not given, the preset's.
+    auto set = [](auto& field, const auto& value) {
+        if (value) field = *value;
     };
     set(c.vocab_size, f.vocab_size);
     set(c.hidden_size, f.hidden_size);
@@ -55,32 +53,34 @@ ModelConfig resolve_model(const ModelFlags& f) {
     if (f.tie) c.tie_embeddings = true;
     if (f.untie) c.tie_embeddings = false;
 
-    if (!f.moe_layers.empty()) c.moe_layers = f.moe_layers == "none" ? "" : f.moe_layers;
+    if (f.moe_layers && f.moe_layers->empty())
+        throw UsageError("--moe-layers '': give all, all-but-first:K, none or a comma list of block indices");
+    if (f.moe_layers) c.moe_layers = *f.moe_layers == "none" ? "" : *f.moe_layers;
     set(c.moe.num_experts, f.num_experts);
     set(c.moe.topk, f.moe_topk);
     set(c.moe.ffn_hidden_size, f.moe_ffn_hidden_size);
     set(c.moe.shared_ffn_hidden_size, f.moe_shared_ffn_hidden_size);
-    if (!std::isnan(f.moe_aux_loss_coeff)) c.moe.aux_loss_coeff = f.moe_aux_loss_coeff;
+    set(c.moe.aux_loss_coeff, f.moe_aux_loss_coeff);
     if (f.moe_topk_renorm) c.moe.topk_renorm = true;
     if (f.moe_expert_bias) c.moe.expert_bias = true;
-    if (!std::isnan(f.moe_bias_update_rate)) c.moe.bias_update_rate = f.moe_bias_update_rate;
+    set(c.moe.bias_update_rate, f.moe_bias_update_rate);
     c.resolve_moe_layers();
     if (!c.has_moe()) {
-        const char* given = f.num_experts != -1                 ? "--num-experts"
-                            : f.moe_topk != -1                  ? "--moe-router-topk"
-                            : f.moe_ffn_hidden_size != -1       ? "--moe-ffn-hidden-size"
-                            : f.moe_shared_ffn_hidden_size != -1 ? "--moe-shared-expert-ffn-hidden-size"
-                            : !std::isnan(f.moe_aux_loss_coeff) ? "--moe-aux-loss-coeff"
-                            : f.moe_topk_renorm                 ? "--moe-router-topk-renorm"
-                            : f.moe_expert_bias                 ? "--moe-router-enable-expert-bias"
-                            : !std::isnan(f.moe_bias_update_rate) ? "--moe-router-bias-update-rate"
-                                                                : nullptr;
+        const char* given = f.num_experts                  ? "--num-experts"
+                            : f.moe_topk                   ? "--moe-router-topk"
+                            : f.moe_ffn_hidden_size        ? "--moe-ffn-hidden-size"
+                            : f.moe_shared_ffn_hidden_size ? "--moe-shared-expert-ffn-hidden-size"
+                            : f.moe_aux_loss_coeff         ? "--moe-aux-loss-coeff"
+                            : f.moe_topk_renorm            ? "--moe-router-topk-renorm"
+                            : f.moe_expert_bias            ? "--moe-router-enable-expert-bias"
+                            : f.moe_bias_update_rate       ? "--moe-router-bias-update-rate"
+                                                           : nullptr;
         if (given)
             throw UsageError(fmt::format("{} needs MoE layers: this model has none (give --moe-layers all, "
                                          "all-but-first:K or a list of block indices)",
                                          given));
     }
-    if (!std::isnan(f.moe_bias_update_rate) && !f.moe_expert_bias)
+    if (f.moe_bias_update_rate && !f.moe_expert_bias)
         throw UsageError("--moe-router-bias-update-rate needs --moe-router-enable-expert-bias (the rate of a bias "
                          "that is off)");
     c.validate();

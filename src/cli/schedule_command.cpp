@@ -12,6 +12,7 @@
 #include "pipeline/schedule/schedule.h"
 #include "pipeline/schedule/simulate.h"
 #include "pipeline/schedule/timeline_text.h"
+#include "src/plan/run_shape.h"
 
 namespace nb::cli {
 
@@ -22,8 +23,8 @@ struct ScheduleFlags {
     ScheduleSpec spec;
     SimCosts costs;
     std::optional<double> backward_ms;  // --backward-ms: B = W = half of it
-    // Data parallelism (the alpha-beta model of the replicas' sum).
-    int replicas = 1;                   // --data-parallel-size D
+    // P, m, V into the spec, and D: the replicas whose gradient sum is costed (the alpha-beta model).
+    RunShape shape;
     double grad_mib = 0;                // --grad-mib: one stage's gradient
     double allreduce_gbps = 100;        // --allreduce-gbps: each rank's link, Gbit/s
     double allreduce_latency_us = 5;    // --allreduce-latency-us: per message
@@ -32,20 +33,21 @@ struct ScheduleFlags {
 
 // The P x D job's figures: the reduction's cost, what of it the steps waited for, and the projected tokens/s.
 void print_data_parallel(const ScheduleFlags& f, const SimResult& result) {
+    const int replicas = f.shape.data_parallel_size;
     double waited = 0;
     for (double w : result.replica_wait_ms) waited += w;
     const double per_stage = waited / static_cast<double>(result.replica_wait_ms.size());
     fmt::print("data parallel: {} replicas ({} ranks), each stage's {:g} MiB gradient summed in {:.3f} ms per step "
                "(alpha-beta: 2 (D-1) x {:g} us + 2 (D-1)/D x bytes / {:g} Gbit/s)\n",
-               f.replicas, f.replicas * f.spec.stages, f.grad_mib, f.costs.replica_sum_ms, f.allreduce_latency_us,
+               replicas, replicas * f.spec.stages, f.grad_mib, f.costs.replica_sum_ms, f.allreduce_latency_us,
                f.allreduce_gbps);
     fmt::print("exposed reduction: {:.3f} ms per stage, {:.2f}% of the makespan (the steps' waits for the sum)\n",
                per_stage, result.makespan_ms > 0 ? 100.0 * per_stage / result.makespan_ms : 0.0);
     if (f.tokens_per_microbatch > 0 && result.makespan_ms > 0) {
         const double tokens = f.tokens_per_microbatch * static_cast<double>(f.spec.microbatches * f.spec.steps) *
-                              f.replicas;
+                              replicas;
         fmt::print("projected: {:.0f} tokens/s over {} ranks ({:.0f} per rank)\n", tokens / (result.makespan_ms * 1e-3),
-                   f.replicas * f.spec.stages, tokens / (result.makespan_ms * 1e-3) / (f.replicas * f.spec.stages));
+                   replicas * f.spec.stages, tokens / (result.makespan_ms * 1e-3) / (replicas * f.spec.stages));
     }
 }
 
@@ -77,18 +79,22 @@ void print_stage_table(const std::vector<StagePlan>& plans, const SimResult& res
 }
 
 int print_schedule(ScheduleFlags& f) {
+    check_run_shape(f.shape);
     f.spec.kind = parse_schedule_kind(f.schedule);
+    f.spec.stages = f.shape.stages;
+    f.spec.microbatches = f.shape.num_microbatches;
+    f.spec.virtual_stages = f.shape.virtual_stages;
     f.spec.validate();
     if (f.backward_ms) f.costs.backward_input_ms = f.costs.backward_weight_ms = *f.backward_ms / 2;
     if (f.backward_ms && !(*f.backward_ms >= 0))
         throw UsageError(fmt::format("--backward-ms must be >= 0, got {}", *f.backward_ms));
     f.costs.validate();
-    if (f.replicas < 1) throw UsageError(fmt::format("--data-parallel-size must be positive, got {}", f.replicas));
     if (!(f.grad_mib >= 0)) throw UsageError(fmt::format("--grad-mib must be >= 0, got {}", f.grad_mib));
     if (!(f.tokens_per_microbatch >= 0))
         throw UsageError(fmt::format("--tokens-per-microbatch must be >= 0, got {}", f.tokens_per_microbatch));
     f.costs.replica_sum_ms =
-        replica_sum_cost_ms(f.grad_mib * 1024 * 1024, f.replicas, f.allreduce_gbps, f.allreduce_latency_us);
+        replica_sum_cost_ms(f.grad_mib * 1024 * 1024, f.shape.data_parallel_size, f.allreduce_gbps,
+                            f.allreduce_latency_us);
     f.costs.step_barrier = steps_synchronize(f.spec.kind);  // the global clip's all-gather
     const std::vector<StagePlan> plans = build_schedule(f.spec);
     const SimResult result = simulate(plans, f.costs, f.spec.placement());
@@ -99,7 +105,7 @@ int print_schedule(ScheduleFlags& f) {
     print_stage_table(plans, result);
     fmt::print("bubble fraction: {:.2f}% (idle share of {} stage(s) x {:.3f} ms)\n", 100.0 * result.bubble_fraction,
                f.spec.stages, result.makespan_ms);
-    if (f.replicas > 1) print_data_parallel(f, result);
+    if (f.shape.data_parallel_size > 1) print_data_parallel(f, result);
     return 0;
 }
 
@@ -111,14 +117,14 @@ Command add_schedule_command(CLI::App& app) {
     ScheduleSpec& spec = flags->spec;
     SimCosts& costs = flags->costs;
     sub->add_option("--schedule", flags->schedule, kScheduleKinds.choices_text())->required();
-    sub->add_option("--stages", spec.stages, "Pipeline stages (P)")->required();
-    sub->add_option("--microbatches,--num-microbatches", spec.microbatches, "Microbatches per iteration (m)")
-        ->required();
+    // Required: no default shown.
+    add_shape_flag(*sub, flags->shape, {ShapeFlag::stages})->required()->default_str("");
+    add_shape_flag(*sub, flags->shape, {ShapeFlag::num_microbatches, "", "--microbatches"})->required()->default_str("");
     sub->add_option("--steps,--train-iters", spec.steps, "Iterations (pipedream: m optimizer steps each)")
         ->capture_default_str();
-    sub->add_option("--virtual-stages", spec.virtual_stages,
-                    "Model chunks per rank v; with 1f1b and v > 1: interleaved 1F1B (Megatron's order; m a multiple of P)")
-        ->capture_default_str();
+    add_shape_flag(*sub, flags->shape,
+                   {ShapeFlag::virtual_stages, "with 1f1b and V > 1, interleaved 1F1B (Megatron's order; m a multiple "
+                                               "of P)"});
     sub->add_option("--sync-start", spec.sync_start, "First K optimizer steps run as 1f1b (2bw, pipedream)")
         ->capture_default_str();
     sub->add_option("--sync-cooldown", spec.sync_cooldown, "Last K optimizer steps run as 1f1b (2bw, pipedream)")
@@ -136,8 +142,7 @@ Command add_schedule_command(CLI::App& app) {
     backward->excludes(input)->excludes(weight);
     sub->add_option("--p2p-ms", costs.p2p_ms, "Transfer time of one activation or gradient")->capture_default_str();
     sub->add_option("--optimizer-ms", costs.optimizer_ms, "Cost of one optimizer step")->capture_default_str();
-    sub->add_option("--data-parallel-size", flags->replicas, "Replicas D of the pipeline (their gradient sum costed)")
-        ->capture_default_str();
+    add_shape_flag(*sub, flags->shape, {ShapeFlag::data_parallel_size, "their gradient sum costed"});
     sub->add_option("--grad-mib", flags->grad_mib, "One stage's gradient, MiB (what the replicas sum each step)")
         ->capture_default_str();
     sub->add_option("--allreduce-gbps", flags->allreduce_gbps, "Each rank's link for the replicas' sum, Gbit/s")

@@ -26,10 +26,9 @@ Command add_train_command(CLI::App& app) {
                 set_wait_limit_s(o.watchdog_s);  // the set-up's collectives wait no longer than the steps' receives
                 set_host_memory_limit_bytes(static_cast<size_t>(flags->host_memory_limit_bytes));
                 const int world = mpi_world_size();
-                // Under mpirun without --stages: the ranks are D pipelines of world / D stages (rank = replica x P
-                // + stage, src/plan/rank_layout.h); a world D does not divide is check_stages_match_ranks's error.
-                if (world > 1 && sub->count("--stages") == 0)
-                    o.stages = world % o.data_parallel_size == 0 ? world / o.data_parallel_size : world;
+                // Under mpirun without --stages, D pipelines of world / D stages: the shape checked before that
+                // division (the same usage error as in one process, on every rank).
+                o.set_shape(shape_for_world(o.shape(), sub->count("--stages") > 0, world));
                 // Every rank alike: a bad one is the same UsageError; the cut's memory bound is every rank's least.
                 const RunPlan plan = make_run_plan(o, run_memory_fits(o));
                 if (!needs_pipeline(plan, world)) {

@@ -40,14 +40,13 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--val-data", o.val_data_path, "Validation data (same formats); default: hold back --val-fraction");
     sub.add_option("--val-fraction", o.val_fraction, "Fraction of --data windows held back for validation")
         ->capture_default_str();
-    sub.add_option("--micro-batch-size", o.micro_batch_size, "Sequences per microbatch")->capture_default_str();
-    sub.add_option("--num-microbatches", o.num_microbatches, "Microbatches per iteration (gradient accumulation)")
-        ->capture_default_str();
-    sub.add_option("--seq-length", o.seq_length, "Tokens per sequence")->capture_default_str();
-    sub.add_option("--data-parallel-size", o.data_parallel_size,
-                   "Pipeline replicas D: a global batch of D x --num-microbatches microbatches, replica r taking the "
-                   "r-th m of them; under mpirun -np P*D, rank = replica x P + stage")
-        ->capture_default_str();
+    add_shape_flags(sub, f.shape,
+                    {{ShapeFlag::micro_batch_size},
+                     {ShapeFlag::num_microbatches, "gradient accumulation"},
+                     {ShapeFlag::seq_length},
+                     {ShapeFlag::data_parallel_size, "a global batch of D x --num-microbatches microbatches, replica r "
+                                                     "taking the r-th m of them; under mpirun -np P*D, rank = replica "
+                                                     "x P + stage"}});
     sub.add_flag("--use-distributed-optimizer", o.distributed_optimizer,
                  "With D > 1: each replica keeps and updates the optimizer state of the tensors it owns and sends "
                  "their weights to the others (Megatron's ZeRO-1; the same bits)");
@@ -87,13 +86,12 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--clip-scope", f.clip_scope,
                    kClipScopes.choices_text() + "; default: global for gpipe/1f1b, stage for 2bw/pipedream");
     sub.add_option("--schedule", f.schedule, "Pipeline schedule: " + kScheduleKinds.choices_text())->capture_default_str();
-    sub.add_option("--stages", o.stages, "Pipeline stages")->capture_default_str();
-    sub.add_option("--virtual-stages", o.virtual_stages,
-                   "Model chunks per stage (Megatron's virtual pipeline stages); with 1f1b and V > 1, interleaved "
-                   "1F1B: the model cut into P x V parts, chunk c of stage s holding part c P + s")
-        ->capture_default_str();
+    add_shape_flags(sub, f.shape,
+                    {{ShapeFlag::stages, "under mpirun, where not given, the ranks / --data-parallel-size"},
+                     {ShapeFlag::virtual_stages, "with 1f1b and V > 1, interleaved 1F1B: the model cut into P x V "
+                                                 "parts, chunk c of stage s holding part c P + s"}});
     add_cut_flags(sub, f.cut);
-    sub.add_option("--seed", o.seed, "Seed for weights and data order")->capture_default_str();
+    add_seed_flag(sub, o.seed, "Seed for weights and data order");
     sub.add_option("--eval-interval", o.eval_interval, "Validate every N iterations (0: only at the end)")
         ->capture_default_str();
     sub.add_option("--eval-iters", o.eval_iters, "Validation iterations (each num-microbatches microbatches)")
@@ -147,6 +145,7 @@ TrainOptions resolve_train_flags(const TrainFlags& f) {
     if (!f.lr_given) throw UsageError("--lr is required (the peak learning rate, e.g. --lr 3e-4)");
     TrainOptions o = f.options;
     o.model = resolve_model(f.model);
+    o.set_shape(f.shape);
     o.device = parse_device(f.device);
     o.schedule = parse_schedule_kind(f.schedule);
     o.clip_scope = f.clip_scope.empty() ? clip_scope_of(o.schedule) : parse_clip_scope(f.clip_scope);

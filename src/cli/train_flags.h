@@ -20,9 +20,10 @@ struct TrainFlags {
     std::string delay_fix = "none";
     std::string kill_during = "forward";  // test-only
     int64_t host_memory_limit_bytes = 0;  // test-only: --host-memory-limit (src/core/host_allocator.h)
+    RunShape shape;          // --micro-batch-size, --num-microbatches, --seq-length, --stages, ...
     CutFlags cut;            // --pipeline-cut, --pipeline-layout
     bool lr_given = false;   // --lr has no default: a run without it is a usage error
-    TrainOptions options;
+    TrainOptions options;    // every other flag's value (the shape's fields in it are set from `shape`)
 };
 
 void add_train_flags(CLI::App& sub, TrainFlags& flags);

@@ -8,23 +8,17 @@
 
 #include "src/core/error.h"
 #include "src/plan/pipeline_cut.h"
+#include "src/plan/run_shape.h"
 
 namespace nb {
 
 namespace {
 
-void require_positive(int64_t value, const char* flag) {
-    if (value <= 0) throw UsageError(fmt::format("{} must be positive, got {}", flag, value));
-}
-
 // Each flag's own range. The LR schedule's iteration flags count optimizer steps.
 void check_each_flag(const TrainOptions& o, int64_t optimizer_steps) {
+    check_run_shape(o.shape());  // B, m, T, P, D, V: each count's range, written once (src/plan/run_shape.h)
     o.model.validate();
     if (o.data_path.empty()) throw UsageError("--data is required (a text file or llm.c shards *.bin)");
-    require_positive(o.micro_batch_size, "--micro-batch-size");
-    require_positive(o.num_microbatches, "--num-microbatches");
-    require_positive(o.seq_length, "--seq-length");
-    require_positive(o.data_parallel_size, "--data-parallel-size");
     if (o.distributed_optimizer && o.data_parallel_size == 1)
         throw UsageError("--use-distributed-optimizer shards the optimizer state over the replicas: give "
                          "--data-parallel-size D > 1");
@@ -38,8 +32,8 @@ void check_each_flag(const TrainOptions& o, int64_t optimizer_steps) {
                                      "--micro-batch-size {} = {}",
                                      o.global_batch_size, o.data_parallel_size, o.num_microbatches,
                                      o.micro_batch_size, o.microbatches_per_iter() * o.micro_batch_size));
-    require_positive(o.train_iters, "--train-iters");
-    require_positive(o.log_interval, "--log-interval");
+    require_positive_flag(o.train_iters, "--train-iters");
+    require_positive_flag(o.log_interval, "--log-interval");
     if (o.eval_interval < 0) throw UsageError(fmt::format("--eval-interval must be >= 0, got {}", o.eval_interval));
     if (o.eval_iters < 0) throw UsageError(fmt::format("--eval-iters must be >= 0, got {}", o.eval_iters));
     if (!(o.clip_grad >= 0) || !std::isfinite(o.clip_grad))
@@ -152,7 +146,7 @@ RunPlan make_run_plan(const TrainOptions& o, const StageFits& fits) {
     check_run_length(o);  // before anything multiplies the counts
     const bool counts_ok = o.train_iters > 0 && o.num_microbatches > 0;
     check_each_flag(o, counts_ok ? plan.optimizer_steps() : o.train_iters);
-    plan.schedule.validate();  // --stages >= 1; 2bw with m < P; the synchronous steps' counts
+    plan.schedule.validate();  // 2bw with m < P; the synchronous steps' counts
     check_clip_scope_and_ties(o);
     check_delay_mitigations(o);
     check_checkpoint_flags(o);

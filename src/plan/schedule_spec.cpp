@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "src/core/error.h"
+#include "src/plan/run_shape.h"
 
 namespace nb {
 
@@ -14,21 +15,14 @@ bool is_asynchronous(ScheduleKind kind) { return kind == ScheduleKind::two_bw ||
 
 bool splits_backward(ScheduleKind kind) { return kind == ScheduleKind::zb_h1 || kind == ScheduleKind::zb_v; }
 
-void check_stage_count(int stages) {
-    if (stages < 1) throw UsageError(fmt::format("--stages must be positive, got {}", stages));
-}
-
 void ScheduleSpec::validate() const {
-    check_stage_count(stages);
-    if (microbatches < 1) throw UsageError(fmt::format("--num-microbatches must be positive, got {}", microbatches));
+    check_run_shape({.num_microbatches = microbatches, .stages = stages, .virtual_stages = virtual_stages});
     if (steps < 1) throw UsageError(fmt::format("--train-iters must be positive, got {}", steps));
     if (kind == ScheduleKind::two_bw && microbatches < stages)
         throw UsageError(fmt::format(
             "--schedule 2bw needs --num-microbatches >= the number of stages (P): got --num-microbatches {} "
             "with {} stages",
             microbatches, stages));
-    if (virtual_stages < 1)
-        throw UsageError(fmt::format("--virtual-stages must be positive, got {}", virtual_stages));
     if (kind == ScheduleKind::zb_v && virtual_stages > 2)
         throw UsageError(fmt::format("--schedule zb-v runs two chunks per stage in a V: --virtual-stages must be 2 "
                                      "(or left out), got {}",

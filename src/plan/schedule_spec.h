@@ -29,10 +29,6 @@ bool is_asynchronous(ScheduleKind kind);
 // zb-h1, zb-v: each backward runs as B (input gradient) and W (weight gradient), apart.
 bool splits_backward(ScheduleKind kind);
 
-// --stages >= 1: nb::UsageError "--stages must be positive, got N" (the one place that says so; `nobubble info`
-// calls it before it cuts the model).
-void check_stage_count(int stages);
-
 struct ScheduleSpec {
     ScheduleKind kind = ScheduleKind::one_f_one_b;
     int stages = 1;             // p
@@ -44,9 +40,9 @@ struct ScheduleSpec {
     // interleaved 1F1B. zb-v always runs 2 (1, the default, or 2 may be given). Read chunks_per_rank(), not this.
     int virtual_stages = 1;
 
-    // nb::UsageError naming the flag: p, m, T >= 1; 2bw needs m >= p; 0 <= sync_start, sync_cooldown and
-    // sync_start + sync_cooldown <= optimizer_steps(); v >= 1, and v > 1 only for 1f1b with m a multiple of p, or
-    // v = 2 for zb-v.
+    // nb::UsageError naming the flag: p, m, v >= 1 (check_run_shape: src/plan/run_shape.h), T >= 1; 2bw needs
+    // m >= p; 0 <= sync_start, sync_cooldown and sync_start + sync_cooldown <= optimizer_steps(); v > 1 only for
+    // 1f1b with m a multiple of p, or v = 2 for zb-v.
     void validate() const;
 
     int chunks_per_rank() const { return kind == ScheduleKind::zb_v ? 2 : virtual_stages; }

@@ -14,6 +14,19 @@ ClipScope clip_scope_of(ScheduleKind schedule) {
 
 KillPoint parse_kill_point(std::string_view name) { return kKillPoints.parse(name); }
 
+RunShape TrainOptions::shape() const {
+    return {micro_batch_size, num_microbatches, seq_length, stages, data_parallel_size, virtual_stages};
+}
+
+void TrainOptions::set_shape(const RunShape& s) {
+    micro_batch_size = s.micro_batch_size;
+    num_microbatches = s.num_microbatches;
+    seq_length = s.seq_length;
+    stages = s.stages;
+    data_parallel_size = s.data_parallel_size;
+    virtual_stages = s.virtual_stages;
+}
+
 std::string TrainOptions::describe_update_rule() const {
     std::string rule = "--optimizer " + optimizer.name;
     if (delay_fix.any()) rule += fmt::format(" --delay-fix {}", delay_fix.name());

@@ -14,6 +14,7 @@
 #include "optim/delay_fix.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_config.h"
+#include "src/plan/run_shape.h"
 #include "src/plan/schedule_spec.h"
 
 namespace nb {
@@ -124,6 +125,9 @@ struct TrainOptions {
     // and aborts the job (src/run/watchdog.h). 0: off. The in-process pipeline finds its deadlocks itself.
     double watchdog_s = 300;
 
+    // The batch and pipeline counts (B, m, T, P, D, V) as one RunShape (src/plan/run_shape.h), and back.
+    RunShape shape() const;
+    void set_shape(const RunShape& shape);
     // The schedule these options ask for (not validated: make_run_plan does that).
     ScheduleSpec schedule_spec() const {
         return {schedule, stages, num_microbatches, train_iters, sync_start, sync_cooldown, virtual_stages};

@@ -144,6 +144,87 @@ expect_error 2 "^nobubble: error: unknown --list '' (valid: " "$NB" --list ""
 expect_error 2 "^nobubble: error: --list takes no subcommand (got 'schedule')$" \
   "$NB" --list optimizers schedule --schedule 1f1b --stages 2 --microbatches 2 --steps 1
 
+# The run-shape flags (src/cli/run_shape_flags.cpp, model_flags.cpp): a value given is checked in every command that
+# takes the flag, -1 included (a model override of -1 once meant "not given" and trained the preset).
+R=("$NB" reference --data "$C" "${TINY_FLAGS[@]}" --train-iters 2)
+I=("$NB" info --model tiny)
+S=("$NB" bench schedules --model tiny --iters 2 --warmup-iters 1)
+for flag in --vocab-size --hidden-size --ffn-hidden-size --num-layers --num-attention-heads --num-query-groups \
+            --rope-theta --norm-epsilon; do
+  for command in T R I S; do
+    declare -n run=$command
+    expect_error 2 "^nobubble: error: $flag must be positive, got -1$" "${run[@]}" "$flag" -1
+  done
+done
+unset -n run
+MOE=(--model tiny-moe --num-layers 2 --hidden-size 64 --ffn-hidden-size 96 --num-attention-heads 4
+     --num-query-groups 2 --micro-batch-size 2 --seq-length 32)
+for flag_says in "--num-experts:must be at least 1, got -1" "--moe-router-topk:must be in 1..8" \
+                 "--moe-ffn-hidden-size:must be at least 1, got -1" \
+                 "--moe-shared-expert-ffn-hidden-size:must be 0 (none) or more, got -1" \
+                 "--moe-aux-loss-coeff:must be a finite number >= 0, got -1"; do
+  flag=${flag_says%%:*} says=${flag_says#*:}
+  expect_error 2 "^nobubble: error: $flag $says" "$NB" train --data "$C" --lr 1e-3 "${MOE[@]}" "$flag" -1
+  expect_error 2 "^nobubble: error: $flag $says" "$NB" info "${MOE[@]}" "$flag" -1
+done
+expect_error 2 "^nobubble: error: --moe-router-bias-update-rate must be a finite number >= 0, got -1$" "$NB" train \
+  --data "$C" --lr 1e-3 "${MOE[@]}" --moe-router-enable-expert-bias --moe-router-bias-update-rate -1
+expect_error 2 "^nobubble: error: --moe-layers '': give all" "${T[@]}" --moe-layers ""
+# The batch and pipeline counts, -1 in each command that takes them: one check (check_run_shape), one line.
+declare -A SHAPE_FLAGS=(
+  [T]="--micro-batch-size --num-microbatches --seq-length --stages --data-parallel-size --virtual-stages"
+  [R]="--micro-batch-size --num-microbatches --seq-length --stages --data-parallel-size --virtual-stages"
+  [I]="--micro-batch-size --num-microbatches --seq-length --stages --data-parallel-size --virtual-stages"
+  [S]="--micro-batch-size --num-microbatches --seq-length --stages --data-parallel-size --virtual-stages"
+  [SCHEDULE]="--num-microbatches --stages --data-parallel-size --virtual-stages"
+  [OPS]="--micro-batch-size --seq-length"
+  [GPU]="--micro-batch-size --seq-length"
+  [MOE_BENCH]="--micro-batch-size --seq-length"
+  [DP]="--micro-batch-size --num-microbatches --seq-length --stages")
+SCHEDULE=("$NB" schedule --schedule 1f1b --stages 2 --microbatches 2)
+OPS=("$NB" bench ops --steps 1 --gemm-size 8)
+GPU=("$NB" bench gpu --steps 1)
+MOE_BENCH=("$NB" bench moe --reps 1)
+DP=("$NB" bench data-parallel --iters 2 --warmup-iters 1)
+for command in "${!SHAPE_FLAGS[@]}"; do
+  declare -n run=$command
+  for flag in ${SHAPE_FLAGS[$command]}; do
+    expect_error 2 "^nobubble: error: $flag must be positive, got -1$" "${run[@]}" "$flag" -1
+  done
+done
+unset -n run
+# --seed: a non-negative integer that fits 64 bits (-1 wrapped, 2^64 was clipped to 2^64 - 1, both silently).
+SEED_RULE="--seed must be a non-negative integer of at most 18446744073709551615 (64 bits)"
+for command in T R S; do
+  declare -n run=$command
+  for seed in -1 18446744073709551616 1.5 ""; do
+    expect_error 2 "^nobubble: error: $SEED_RULE, got '$seed'$" \
+      "${run[@]}" --seed "$seed"
+  done
+done
+unset -n run
+# The same through --config: a given value is checked there too.
+config_error() {  # config_error PATTERN TOML-TEXT
+  printf '%b' "$2" >"$WORK/shape.toml"
+  expect_error 2 "$1" "$NB" train --config "$WORK/shape.toml" --data "$C" --model tiny --seq-length 32 \
+    --micro-batch-size 2 --lr 1e-3 --train-iters 2
+}
+AT="^nobubble: error: --config '$WORK/shape.toml' line"
+config_error "$AT 2: key 'seed': $SEED_RULE, got '-1'$" 'eval-iters = 1\nseed = -1\n'
+config_error "$AT 1: key 'seed': expected an integer, got a float$" 'seed = 1.5\n'
+config_error "$AT 1, column .*key 'seed'.* not representable in 64 bits" 'seed = 18446744073709551616\n'
+for flag in vocab-size hidden-size ffn-hidden-size num-layers num-attention-heads num-query-groups rope-theta \
+            norm-epsilon micro-batch-size num-microbatches seq-length stages data-parallel-size virtual-stages; do
+  # The command line's own --seq-length and --micro-batch-size would win over the file: these two alone.
+  if [ "$flag" = seq-length ] || [ "$flag" = micro-batch-size ]; then
+    printf '%s = -1\n' "$flag" >"$WORK/shape.toml"
+    expect_error 2 "^nobubble: error: --$flag must be positive, got -1$" "$NB" train --config "$WORK/shape.toml" \
+      --data "$C" --model tiny --lr 1e-3 --train-iters 2
+  else
+    config_error "^nobubble: error: --$flag must be positive, got -1$" "$flag = -1\n"
+  fi
+done
+
 # Under mpirun a bad --pipeline-layout is the same usage error on every rank: rank 0 prints it, all exit 2.
 if [ "$HAVE_MPI" = 1 ]; then
   L=(--data "$C" "${TINY_FLAGS[@]}" --train-iters 2)
@@ -154,6 +235,20 @@ if [ "$HAVE_MPI" = 1 ]; then
     --pipeline-layout 2
   expect_mpi_usage_error layout_sum 2 "--pipeline-layout '1,2' holds 3 blocks but the model has 2 layers$" "${L[@]}" \
     --pipeline-layout 1,2
+  # The run's shape under mpirun: the same line as in one process, on every rank, before `train` divides the ranks
+  # by D (--data-parallel-size 0 was a SIGFPE with backtraces and no line).
+  expect_mpi_usage_error dp_zero 2 "^nobubble: error: --data-parallel-size must be positive, got 0$" "${L[@]}" \
+    --data-parallel-size 0
+  expect_mpi_usage_error dp_negative 2 "^nobubble: error: --data-parallel-size must be positive, got -1$" "${L[@]}" \
+    --data-parallel-size -1
+  expect_mpi_usage_error dp_not_dividing 3 \
+    "^nobubble: error: --data-parallel-size 2 does not divide the 3 MPI ranks (mpirun -np P\*D runs D replicas of P" \
+    "${L[@]}" --data-parallel-size 2
+  expect_mpi_usage_error stages_zero 2 "^nobubble: error: --stages must be positive, got 0$" "${L[@]}" --stages 0
+  expect_mpi_usage_error layers_minus_one 2 "^nobubble: error: --num-layers must be positive, got -1$" "${L[@]}" \
+    --num-layers -1
+  expect_mpi_usage_error seed_minus_one 2 "^nobubble: error: --seed must be a non-negative integer .*, got '-1'$" \
+    "${L[@]}" --seed -1
 else
   echo "skip: nobubble is built without MPI or mpirun is missing: no mpirun checks"
 fi
