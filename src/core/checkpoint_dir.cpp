@@ -95,6 +95,17 @@ void switch_into_place(const fs::path& staging, const fs::path& target, const Sa
     }
 }
 
+// A complete staging folder left by a switch killed between its renames: into its step's name, or removed where a
+// complete step_<t> is there.
+void settle_staging(const fs::path& staging, const fs::path& named) {
+    if (has_manifest(named)) {
+        remove_step_dir(staging);
+        return;
+    }
+    remove_step_dir(named);
+    rename_or_throw(staging, named);
+}
+
 // "stage_0.bin.tmp.1234": what write_file_atomically leaves when killed.
 bool is_stray_temporary(const fs::path& p) {
     const std::string name = p.filename().string();
@@ -237,6 +248,16 @@ void prune_checkpoints(const std::string& dir, int keep, const SaveStepHook& at)
     sync_directory(dir);
 }
 
+void settle_complete_staging(const std::string& dir) {
+    std::vector<fs::path> complete;  // listed first: renaming entries while iterating is unspecified
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec))
+        if (const StepDirName n = step_dir_name(entry.path()); n.suffix == kStagingSuffix && has_manifest(entry.path()))
+            complete.push_back(entry.path());
+    for (const fs::path& p : complete) settle_staging(p, fs::path(dir) / step_name(step_dir_name(p).step));
+    if (!complete.empty()) sync_directory(dir);
+}
+
 void remove_stale_saves(const std::string& dir, const std::string& resuming_from) {
     const auto is_resume_source = [&](const fs::path& p) {
         std::error_code ec;
@@ -249,16 +270,8 @@ void remove_stale_saves(const std::string& dir, const std::string& resuming_from
         const StepDirName n = step_dir_name(p);
         if (n.step < 0 || is_resume_source(p)) continue;
         const fs::path named = fs::path(dir) / step_name(n.step);
-        if (n.suffix == kReplacedSuffix || !has_manifest(p)) {
-            remove_step_dir(p);  // a killed switch's, a killed save's or a killed prune's
-        } else if (n.suffix == kStagingSuffix) {  // complete, killed between the switch's renames
-            if (has_manifest(named)) {
-                remove_step_dir(p);
-            } else {
-                remove_step_dir(named);
-                rename_or_throw(p, named);
-            }
-        }
+        if (n.suffix == kReplacedSuffix || !has_manifest(p)) remove_step_dir(p);  // a killed switch's, save's, prune's
+        else if (n.suffix == kStagingSuffix) settle_staging(p, named);
     }
     remove_stray_temporaries(dir);
     for (const auto& [step, p] : complete_steps(dir)) remove_stray_temporaries(p);

@@ -15,7 +15,8 @@
 // The next run that saves into DIR (remove_stale_saves, under DIR's lock) removes what killed saves left: staging
 // folders without a manifest, replaced folders, step folders without a manifest (a killed prune's), stray
 // "*.tmp.<pid>" files; a complete staging folder takes its step's name, unless a complete step_<t> is there (then
-// it goes) or it is the checkpoint this run resumes from (then it stays as it is: other ranks may be reading it).
+// it goes) or it is the checkpoint this run resumes from (then it stays as it is while other ranks may be reading
+// it, and takes its name at the run's first save: settle_complete_staging).
 //
 // DIR also holds the run's lock file, DIR/.lock (src/core/save_dir_lock.h); listing and pruning look only at the
 // step_<t> entries, so it is never taken for a checkpoint nor removed.
@@ -85,6 +86,11 @@ LoadedCheckpoint read_checkpoint(const std::string& step_dir, const std::set<std
 // --save-keep K: removes every step directory under `dir` (staging ones too) older than its K newest complete
 // checkpoints (K >= 1), so an older one goes only once a newer one is complete.
 void prune_checkpoints(const std::string& dir, int keep, const SaveStepHook& at = {});
+
+// Every complete staging folder in `dir` (a switch killed between its renames) takes its step's name, or goes where
+// a complete step_<t> is there; incomplete ones (saves being written) are left alone. For the holder of DIR's lock
+// once no rank reads the checkpoint it resumed from (after its first save).
+void settle_complete_staging(const std::string& dir);
 
 // What killed saves left in `dir` (see the top), removed or completed; `resuming_from`, the step directory this
 // run resumes from (empty: none), is left as it is. Only for the holder of DIR's lock, before its first save.

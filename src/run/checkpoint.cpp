@@ -250,9 +250,11 @@ bool overlaps(const StageSpec& a, const StageSpec& b) {
 }
 
 // The checkpoints --save DIR holds at most while this run saves: --save-keep K keeps K and writes the next beside
-// them; without it, every one this run writes stays (at most one per --save-interval and the last).
+// them; without it, every one this run writes stays: one per --save-interval and the last, at most
+// ceil(train_iters / interval) (a stop's save, by a signal or --exit-interval, ends the run instead of a later one).
 int64_t peak_checkpoints(const TrainOptions& o) {
-    const int64_t saves = o.train_iters / std::max<int64_t>(o.save_interval, 1) + 1;
+    const int64_t interval = std::max<int64_t>(o.save_interval, 1);
+    const int64_t saves = std::max<int64_t>(o.train_iters / interval + (o.train_iters % interval != 0), 1);
     return o.save_keep > 0 ? std::min<int64_t>(o.save_keep + 1, saves) : saves;
 }
 
@@ -294,6 +296,7 @@ void complete_checkpoint(const TrainOptions& options, const std::string& staging
                          const std::vector<CheckpointEntry>& entries, const SavedRun& saved, std::FILE* log) {
     const SaveStepHook kill_point = kill_point_of(options, saved.step);
     const std::string step_dir = write_manifest(staging_dir, saved.step, entries, run_json(options, saved), kill_point);
+    settle_complete_staging(options.save_dir);  // the one this run resumed from, where a switch was killed
     if (options.save_keep > 0) prune_checkpoints(options.save_dir, options.save_keep, kill_point);
     int64_t bytes = 0;
     for (const CheckpointEntry& e : entries) bytes += e.bytes;

@@ -218,9 +218,12 @@ TEST_CASE("checkpoint dir: the clean-up removes what killed saves left, and neve
     CHECK(listing(dir.file("step_2")) == "manifest.json stage_0.bin stage_1.bin");
     CHECK(read_checkpoint(dir.file("step_6")).step == 6);
     CHECK(read_checkpoint(resuming_from).step == 8);
-    // Once another run resumes from elsewhere, step 8's staging folder takes its name.
-    remove_stale_saves(dir.path, dir.file("step_2"));
-    CHECK(listing(dir.path) == "notes.tmp.txt step_2 step_6 step_8");
+    // At the run's first save (no rank reads it any more) step 8's staging folder takes its name; a save being
+    // written (no manifest) is left alone.
+    save(dir.path, 10, false);
+    settle_complete_staging(dir.path);
+    CHECK(listing(dir.path) == "notes.tmp.txt step_10.saving step_2 step_6 step_8");
+    CHECK(read_checkpoint(dir.file("step_8")).step == 8);
 }
 
 }  // namespace nb
