@@ -1,6 +1,7 @@
 // One run at a time writes into a checkpoint directory (--save DIR), and it finds out before its first step that
 // it can: SaveDirLock::claim creates DIR, locks it for the whole run, and checks that its file system has room
-// for the checkpoints the run will hold at its peak. Every failure is one nb::UsageError naming DIR (exit 2, before any training).
+// for the checkpoints the run will hold at its peak. Every failure is one nb::UsageError naming DIR (exit 2, before
+// any training).
 //
 // The lock is flock(LOCK_EX | LOCK_NB) on DIR/.lock, opened O_CLOEXEC and held by one process of the run (the
 // in-process drivers; rank 0 under mpirun) until it ends. The kernel releases a flock when the last descriptor of

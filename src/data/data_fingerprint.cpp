@@ -25,7 +25,8 @@ constexpr int64_t kBlocks = 16;
 }
 
 // `bytes` bytes at `offset` into the hash.
-void hash_range(Sha256& hash, int fd, int64_t offset, int64_t bytes, std::vector<char>& buffer, const std::string& path) {
+void hash_range(Sha256& hash, int fd, int64_t offset, int64_t bytes, std::vector<char>& buffer,
+                const std::string& path) {
     buffer.resize(static_cast<size_t>(kBlockBytes));
     while (bytes > 0) {
         const ssize_t got = ::pread(fd, buffer.data(), static_cast<size_t>(std::min(bytes, kBlockBytes)), offset);

@@ -162,7 +162,8 @@ void TokenFile::close_file() {
 
 void TokenFile::read(int64_t first, int64_t count, uint16_t* out) const {
     if (first < 0 || count < 0 || first + count > num_tokens_)
-        throw std::out_of_range(fmt::format("data '{}': tokens [{}, {}) of {}", path_, first, first + count, num_tokens_));
+        throw std::out_of_range(
+            fmt::format("data '{}': tokens [{}, {}) of {}", path_, first, first + count, num_tokens_));
     if (fd_ < 0) {
         std::copy_n(owned_.data() + first, count, out);
         return;

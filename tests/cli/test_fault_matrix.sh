@@ -65,7 +65,8 @@ fault_case() {
   if [ -z "$step" ] || [ "$step" -lt "${MIN_STEP:-0}" ]; then
     fail "$name: newest complete checkpoint step_${step:-none}, older than step_${MIN_STEP:-0}"; return
   fi
-  run_logged 120 "res_$name" "${MPI[@]}" -np 3 "$NB" train "${FLAGS[@]}" --load "$dir" ${RESUME_ARGS[@]+"${RESUME_ARGS[@]}"}
+  run_logged 120 "res_$name" "${MPI[@]}" -np 3 "$NB" train "${FLAGS[@]}" --load "$dir" \
+    ${RESUME_ARGS[@]+"${RESUME_ARGS[@]}"}
   grep -Eq "^resumed from .*/step_$step(\.saving)? \(after step $step\)" "$WORK/res_$name.log" \
     || fail "$name: did not resume from step_$step: $(head -n 1 "$WORK/res_$name.log")"
   same_state "$name: resumed from step_$step, ends on the uninterrupted state" "$WORK/full.log" "$WORK/res_$name.log"

@@ -64,7 +64,8 @@ else
 fi
 if mount_tmpfs "$WORK/small" size=64k; then
   SIZE='[0-9.]+ [kMG]?B'
-  refused no_room "--save '$WORK/small': 4 checkpoints of about $SIZE .* need $SIZE but its file system has $SIZE free" \
+  refused no_room \
+    "--save '$WORK/small': 4 checkpoints of about $SIZE .* need $SIZE but its file system has $SIZE free" \
     train "${FLAGS[@]}" --save "$WORK/small" --save-interval 2
   refused no_room_pipeline "checkpoints of about" \
     train "${FLAGS[@]}" --stages 2 --untie-embeddings-and-output-weights --save "$WORK/small" --save-interval 2
