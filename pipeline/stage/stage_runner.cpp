@@ -639,7 +639,7 @@ bool StageRunner::save(const StageTask& task) {
     const ParamLayout& layout = state_.model.layout();
     for (int i = 0; i < layout.size(); ++i) carried.emplace_back("weights." + layout[i].name, &state_.master[i]);
     carried.insert(carried.end(), state->begin(), state->end());
-    const std::string dir = make_step_dir(o_.save_dir, step);
+    const std::string dir = make_staging_dir(o_.save_dir, step);
     const TensorFilePieces file = stage_state_pieces(carried, layout, versions_.older_versions());
     if (kill_asked(KillPoint::checkpoint) && setup_.iteration_of_step(o_.kill_at_step) <= task.iteration)
         die_writing_half(dir + "/" + stage_file_name(stage_), file.joined());

@@ -106,6 +106,9 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--save-keep", o.save_keep, "With --save: keep only the K newest complete checkpoints (0: all)")
         ->capture_default_str();
     sub.add_option("--load", o.load_path, "Resume from DIR's newest complete checkpoint, or from DIR/step_<t>");
+    sub.add_flag("--allow-data-change", o.allow_data_change,
+                 "With --load: resume even where --data or --val-data differs from the checkpoint's (its files' sizes "
+                 "and fingerprints); the log says so");
     sub.add_option("--exit-interval", o.exit_interval,
                    "Stop after the optimizer step that is a multiple of N (saving first with --save), as Megatron");
     sub.add_option("--trace", o.trace_path,

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -82,22 +84,26 @@ void lock_or_throw(int fd, const std::string& lock_path, const std::string& dir)
 }
 
 // One checkpoint's bytes with room to spare: 10% more and 1 MiB for the files' names and shapes, the manifest
-// and the temporary names they are written under. Only the first checkpoint is checked: with --save-keep K the
-// directory grows to K + 1 of them, and a later save that finds the disk full says so itself.
+// and the temporary names they are written under.
 int64_t with_margin(int64_t bytes) { return bytes + bytes / 10 + (int64_t{1} << 20); }
 
-void require_room(const std::string& dir, int64_t checkpoint_bytes) {
+// Room for the run's peak. Checkpoints already in DIR are not counted: they use no free space, and the older ones
+// among them that --save-keep prunes free theirs only once newer ones are complete.
+void require_room(const std::string& dir, int64_t checkpoint_bytes, int64_t peak_checkpoints) {
     const std::optional<int64_t> free = free_disk_bytes(dir);
-    const int64_t need = with_margin(checkpoint_bytes);
+    const int64_t one = with_margin(checkpoint_bytes);
+    const int64_t need = one > INT64_MAX / std::max<int64_t>(peak_checkpoints, 1) ? INT64_MAX : one * peak_checkpoints;
     if (!free || need <= *free) return;
-    throw UsageError(fmt::format("--save '{}': a checkpoint needs about {} (the weights, weight versions and optimizer "
-                                 "state of every stage, with 10% and 1 MiB to spare) but its file system has {} free",
-                                 dir, format_bytes(need), format_bytes(*free)));
+    throw UsageError(fmt::format("--save '{}': {} checkpoint{} of about {} (the weights, weight versions and optimizer "
+                                 "state of every stage, with 10% and 1 MiB to spare; --save-keep K holds K + 1 while "
+                                 "one is written) need {} but its file system has {} free",
+                                 dir, peak_checkpoints, peak_checkpoints == 1 ? "" : "s", format_bytes(one),
+                                 format_bytes(need), format_bytes(*free)));
 }
 
 }  // namespace
 
-SaveDirLock SaveDirLock::claim(const std::string& dir, int64_t checkpoint_bytes) {
+SaveDirLock SaveDirLock::claim(const std::string& dir, int64_t checkpoint_bytes, int64_t peak_checkpoints) {
     create_directory(dir);
     const std::string lock_path = (fs::path(dir) / kSaveLockFile).string();
     const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -107,7 +113,7 @@ SaveDirLock SaveDirLock::claim(const std::string& dir, int64_t checkpoint_bytes)
     lock_or_throw(fd, lock_path, dir);
     SaveDirLock lock(fd);  // from here on the destructor closes it, releasing the lock
     write_holder(fd, lock_path, dir);
-    require_room(dir, checkpoint_bytes);
+    require_room(dir, checkpoint_bytes, peak_checkpoints);
     return lock;
 }
 

@@ -1,6 +1,7 @@
 // One run at a time writes into a checkpoint directory (--save DIR), and it finds out before its first step that
 // it can: SaveDirLock::claim creates DIR, locks it for the whole run, and checks that its file system has room
-// for a checkpoint. Every failure is one nb::UsageError naming DIR (exit 2, before any training).
+// for the checkpoints the run will hold at its peak. Every failure is one nb::UsageError naming DIR (exit 2, before
+// any training).
 //
 // The lock is flock(LOCK_EX | LOCK_NB) on DIR/.lock, opened O_CLOEXEC and held by one process of the run (the
 // in-process drivers; rank 0 under mpirun) until it ends. The kernel releases a flock when the last descriptor of
@@ -30,12 +31,13 @@ inline constexpr const char* kSaveLockFile = ".lock";
 class SaveDirLock {
 public:
     // DIR created when missing (with its parents) and writable, locked by this process, and, where the file system
-    // says how much room it has (statvfs), room for `checkpoint_bytes` plus a margin. nb::UsageError otherwise:
+    // says how much room it has (statvfs), room for `peak_checkpoints` checkpoints of `checkpoint_bytes` each plus a
+    // margin (--save-keep K: K + 1, the K kept and the one being written beside them). nb::UsageError otherwise:
     //   "--save 'DIR': cannot create the directory: Not a directory"
     //   "--save 'DIR' is not writable: cannot create 'DIR/.lock': Read-only file system"
     //   "--save 'DIR' is in use by another run (host H, pid P, started T); ..."
-    //   "--save 'DIR': a checkpoint needs about 1.2 MB ... but its file system has 60 kB free"
-    static SaveDirLock claim(const std::string& dir, int64_t checkpoint_bytes);
+    //   "--save 'DIR': 3 checkpoints of about 1.2 MB ... need 3.6 MB but its file system has 60 kB free"
+    static SaveDirLock claim(const std::string& dir, int64_t checkpoint_bytes, int64_t peak_checkpoints);
 
     SaveDirLock(SaveDirLock&& other) noexcept;
     SaveDirLock& operator=(SaveDirLock&& other) noexcept;

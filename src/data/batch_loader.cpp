@@ -25,7 +25,7 @@ const char* split_name(Split s) { return s == Split::train ? "train" : "val"; }
 int64_t count_windows(const TokenCorpus& corpus, int64_t seq_len) {
     int64_t total = 0;
     for (int i = 0; i < corpus.num_files(); i++)
-        total += file_windows(static_cast<int64_t>(corpus.file_tokens(i).size()), seq_len);
+        total += file_windows(corpus.file_num_tokens(i), seq_len);
     return total;
 }
 
@@ -57,7 +57,7 @@ BatchLoader::BatchLoader(const TokenCorpus& corpus, Split which, const SplitSpec
     file_first_window_.assign(1, 0);
     for (int i = 0; i < corpus_->num_files(); i++)
         file_first_window_.push_back(file_first_window_.back() +
-                                     file_windows(static_cast<int64_t>(corpus_->file_tokens(i).size()), seq_len));
+                                     file_windows(corpus_->file_num_tokens(i), seq_len));
     const int64_t total = file_first_window_.back();
     if (total == 0)
         throw RuntimeError(fmt::format("data '{}': {} tokens make 0 windows of seq-length {}+1{}", corpus_->source(),
@@ -124,12 +124,14 @@ int64_t BatchLoader::take_window() {
     return first_window_ + within;
 }
 
-void BatchLoader::copy_window(int64_t window, int32_t* tokens_row, int32_t* targets_row) const {
+void BatchLoader::copy_window(int64_t window, int32_t* tokens_row, int32_t* targets_row) {
     // The file holding this window: the last file whose first window is <= window.
     auto it = std::upper_bound(file_first_window_.begin(), file_first_window_.end(), window);
     const int file = static_cast<int>(it - file_first_window_.begin()) - 1;
     const int64_t start = (window - file_first_window_[file]) * seq_len_;
-    const uint16_t* src = corpus_->file_tokens(file).data() + start;
+    window_tokens_.resize(static_cast<size_t>(seq_len_) + 1);
+    corpus_->read_tokens(file, start, seq_len_ + 1, window_tokens_.data());
+    const uint16_t* src = window_tokens_.data();
     for (int64_t t = 0; t < seq_len_; t++) {
         tokens_row[t] = src[t];
         targets_row[t] = src[t + 1];

@@ -83,7 +83,7 @@ public:
 private:
     int64_t take_window();                      // the next window (corpus-wide number), advancing pos_
     void shuffle_for_epoch(uint64_t epoch);     // train only: fills order_ for that epoch
-    void copy_window(int64_t window, int32_t* tokens_row, int32_t* targets_row) const;
+    void copy_window(int64_t window, int32_t* tokens_row, int32_t* targets_row);
 
     const TokenCorpus* corpus_ = nullptr;  // the corpus this split draws from
     Split split_ = Split::train;
@@ -95,6 +95,7 @@ private:
     int64_t first_window_ = 0;                // this split covers windows [first_window_, first_window_ + num_windows_)
     int64_t num_windows_ = 0;
 
+    std::vector<uint16_t> window_tokens_;  // the window being copied, as read from its file
     std::vector<uint32_t> order_;  // train: this epoch's permutation of [0, num_windows_)
     uint64_t order_epoch_ = 0;     // the epoch order_ was shuffled for
     LoaderPosition pos_;

@@ -6,11 +6,12 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 #include <utility>
 
 #include <fcntl.h>
 #include <glob.h>
-#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -106,83 +107,97 @@ TokenFile TokenFile::read_text(const std::string& path) {
     TokenFile f;
     f.path_ = path;
     f.owned_.assign(bytes.begin(), bytes.end());  // token = byte value, 0..255
+    f.num_tokens_ = static_cast<int64_t>(f.owned_.size());
     return f;
 }
 
-TokenFile TokenFile::map_llmc_shard(const std::string& path) {
+TokenFile TokenFile::open_llmc_shard(const std::string& path) {
     size_t file_bytes = 0;
     int fd = open_regular_file(path, &file_bytes);
-    if (file_bytes == 0) {
-        ::close(fd);
-        fail(path, "empty file (0 bytes), expected an llm.c token shard");
-    }
-    if (file_bytes < kLlmcHeaderBytes) {
-        ::close(fd);
-        fail(path, fmt::format("truncated header: the file holds {} bytes, an llm.c shard header is {} bytes",
-                               file_bytes, kLlmcHeaderBytes));
-    }
-    // Read and check the header before mapping, so a wrong file costs no mapping.
     int32_t header[256];
     try {
+        if (file_bytes == 0) fail(path, "empty file (0 bytes), expected an llm.c token shard");
+        if (file_bytes < kLlmcHeaderBytes)
+            fail(path, fmt::format("truncated header: the file holds {} bytes, an llm.c shard header is {} bytes",
+                                   file_bytes, kLlmcHeaderBytes));
         read_exactly(fd, header, kLlmcHeaderBytes, path);
         check_llmc_header(header, file_bytes, path);
     } catch (...) {
         ::close(fd);
         throw;
     }
-    void* base = ::mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-    int map_errno = errno;
-    ::close(fd);  // the mapping keeps the file alive
-    if (base == MAP_FAILED) fail(path, fmt::format("cannot mmap {} bytes: {}", file_bytes, std::strerror(map_errno)));
-
     TokenFile f;
     f.path_ = path;
-    f.map_base_ = base;
-    f.map_bytes_ = file_bytes;
-    f.mapped_tokens_ = header[2];
+    f.fd_ = fd;
+    f.file_bytes_ = static_cast<int64_t>(file_bytes);
+    f.num_tokens_ = header[2];
     return f;
 }
 
 TokenFile::TokenFile(TokenFile&& other) noexcept
     : path_(std::move(other.path_)),
       owned_(std::move(other.owned_)),
-      map_base_(std::exchange(other.map_base_, nullptr)),
-      map_bytes_(std::exchange(other.map_bytes_, 0)),
-      mapped_tokens_(std::exchange(other.mapped_tokens_, 0)) {}
+      fd_(std::exchange(other.fd_, -1)),
+      file_bytes_(std::exchange(other.file_bytes_, 0)),
+      num_tokens_(std::exchange(other.num_tokens_, 0)) {}
 
 TokenFile& TokenFile::operator=(TokenFile&& other) noexcept {
     if (this != &other) {
-        unmap();
+        close_file();
         path_ = std::move(other.path_);
         owned_ = std::move(other.owned_);
-        map_base_ = std::exchange(other.map_base_, nullptr);
-        map_bytes_ = std::exchange(other.map_bytes_, 0);
-        mapped_tokens_ = std::exchange(other.mapped_tokens_, 0);
+        fd_ = std::exchange(other.fd_, -1);
+        file_bytes_ = std::exchange(other.file_bytes_, 0);
+        num_tokens_ = std::exchange(other.num_tokens_, 0);
     }
     return *this;
 }
 
-TokenFile::~TokenFile() { unmap(); }
+TokenFile::~TokenFile() { close_file(); }
 
-void TokenFile::unmap() {
-    if (map_base_) ::munmap(map_base_, map_bytes_);
-    map_base_ = nullptr;
-    map_bytes_ = 0;
-    mapped_tokens_ = 0;
+void TokenFile::close_file() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
 }
 
-std::span<const uint16_t> TokenFile::tokens() const {
-    if (map_base_) {
-        // The header is 1024 bytes, so the tokens are 2-byte aligned within the page-aligned mapping.
-        const auto* first = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(map_base_) + kLlmcHeaderBytes);
-        return {first, static_cast<size_t>(mapped_tokens_)};
+void TokenFile::read(int64_t first, int64_t count, uint16_t* out) const {
+    if (first < 0 || count < 0 || first + count > num_tokens_)
+        throw std::out_of_range(
+            fmt::format("data '{}': tokens [{}, {}) of {}", path_, first, first + count, num_tokens_));
+    if (fd_ < 0) {
+        std::copy_n(owned_.data() + first, count, out);
+        return;
     }
-    return {owned_.data(), owned_.size()};
+    auto* dst = reinterpret_cast<uint8_t*>(out);
+    size_t want = static_cast<size_t>(count) * sizeof(uint16_t);
+    auto offset = static_cast<off_t>(kLlmcHeaderBytes + static_cast<size_t>(first) * sizeof(uint16_t));
+    while (want > 0) {
+        const ssize_t got = ::pread(fd_, dst, want, offset);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) fail(path_, fmt::format("read failed: {}", std::strerror(errno)));
+        if (got == 0) {
+            struct stat st{};
+            const long long now = ::fstat(fd_, &st) == 0 ? static_cast<long long>(st.st_size) : -1;
+            fail(path_, fmt::format("the file shrank while the run reads it: {} bytes now, {} when it was opened (a "
+                                    "shard must not change under a running job)",
+                                    now, file_bytes_));
+        }
+        dst += got, offset += got, want -= static_cast<size_t>(got);
+    }
 }
 
 // ---- TokenCorpus ----
 
 namespace {
+
+// A corpus of many shards holds one descriptor per shard: as many as the hard limit allows.
+void raise_open_file_limit() {
+    struct rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+        limit.rlim_cur = limit.rlim_max;
+        ::setrlimit(RLIMIT_NOFILE, &limit);
+    }
+}
 
 std::vector<std::string> expand_glob(const std::string& pattern) {
     glob_t g{};
@@ -202,36 +217,49 @@ std::vector<std::string> expand_glob(const std::string& pattern) {
 
 }  // namespace
 
+std::vector<std::string> token_file_paths(const std::string& path_or_glob) {
+    if (path_or_glob.empty()) throw RuntimeError("data: the data path is empty");
+    if (!has_glob_chars(path_or_glob)) return {path_or_glob};
+    std::vector<std::string> matches = expand_glob(path_or_glob);
+    for (const std::string& match : matches)
+        if (!ends_with_bin(match))
+            throw RuntimeError(fmt::format(
+                "data: '{}' (matched by '{}') is not an llm.c shard: a glob may only match .bin shards", match,
+                path_or_glob));
+    return matches;
+}
+
 TokenCorpus TokenCorpus::open(const std::string& path_or_glob) {
     TokenCorpus c;
     c.source_ = path_or_glob;
-    if (path_or_glob.empty()) throw RuntimeError("data: the data path is empty");
-
-    if (has_glob_chars(path_or_glob)) {
-        c.format_ = TokenFormat::llmc_shard;
-        for (const std::string& match : expand_glob(path_or_glob)) {
-            if (!ends_with_bin(match))
-                throw RuntimeError(fmt::format(
-                    "data: '{}' (matched by '{}') is not an llm.c shard: a glob may only match .bin shards", match,
-                    path_or_glob));
-            c.files_.push_back(TokenFile::map_llmc_shard(match));
-        }
-    } else if (ends_with_bin(path_or_glob)) {
-        c.format_ = TokenFormat::llmc_shard;
-        c.files_.push_back(TokenFile::map_llmc_shard(path_or_glob));
-    } else {
-        c.format_ = TokenFormat::text_bytes;
-        c.files_.push_back(TokenFile::read_text(path_or_glob));
-    }
+    const std::vector<std::string> paths = token_file_paths(path_or_glob);
+    c.format_ = has_glob_chars(path_or_glob) || ends_with_bin(path_or_glob) ? TokenFormat::llmc_shard
+                                                                            : TokenFormat::text_bytes;
+    if (c.format_ == TokenFormat::llmc_shard) raise_open_file_limit();
+    for (const std::string& path : paths)
+        c.files_.push_back(c.format_ == TokenFormat::llmc_shard ? TokenFile::open_llmc_shard(path)
+                                                                 : TokenFile::read_text(path));
     for (const TokenFile& f : c.files_) c.num_tokens_ += f.num_tokens();
     return c;
 }
 
+std::vector<uint16_t> TokenCorpus::file_tokens(int i) const {
+    std::vector<uint16_t> tokens(static_cast<size_t>(file_num_tokens(i)));
+    read_tokens(i, 0, file_num_tokens(i), tokens.data());
+    return tokens;
+}
+
 uint16_t TokenCorpus::max_token() const {
     if (max_token_ < 0) {
+        constexpr int64_t kChunkTokens = int64_t{1} << 19;  // 1 MiB at a time
+        std::vector<uint16_t> chunk;
         uint16_t m = 0;
         for (const TokenFile& f : files_)
-            for (uint16_t t : f.tokens()) m = std::max(m, t);
+            for (int64_t first = 0; first < f.num_tokens(); first += kChunkTokens) {
+                chunk.resize(static_cast<size_t>(std::min(kChunkTokens, f.num_tokens() - first)));
+                f.read(first, static_cast<int64_t>(chunk.size()), chunk.data());
+                m = std::max(m, *std::max_element(chunk.begin(), chunk.end()));
+            }
         max_token_ = m;
     }
     return static_cast<uint16_t>(max_token_);

@@ -3,8 +3,12 @@
 // llm.c shard format (little-endian): a 1024-byte header of 256 int32 where header[0] = 20240520 (magic),
 // header[1] = 1 (version: uint16 tokens), header[2] = number of tokens; then that many uint16 tokens.
 //
-// Text files are read into memory (they are small: a few MB); shards are memory-mapped read-only, so a
-// multi-GB shard costs address space, not RAM, and pages come in as the loader touches them.
+// Text files are read into memory (they are small: a few MB). Shards are read where the loader needs them, one
+// window at a time, with pread(2) from a descriptor held open for the run: a multi-GB shard costs neither RAM nor
+// address space, and a shard that shrinks under the running job reads short, which is one error line naming it
+// (a memory mapping would raise SIGBUS instead). The cost: one system call per window read (a few microseconds for
+// 2049 tokens, page-cached: about 2 us more than a copy out of a mapping; docs/formats.md) and one open
+// descriptor per shard (TokenCorpus::open raises the soft limit on open files to the hard one).
 //
 // Path rules for TokenCorpus::open:
 //   - contains * ? or [ : a glob(3), matches sorted by name, each match must be an llm.c shard `.bin`;
@@ -14,7 +18,6 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -26,11 +29,11 @@ constexpr size_t kLlmcHeaderBytes = 256 * sizeof(int32_t);
 
 enum class TokenFormat : uint8_t { text_bytes, llmc_shard };
 
-// The tokens of one file. Movable, not copyable (it may own a memory mapping).
+// The tokens of one file. Movable, not copyable (it may own a descriptor).
 class TokenFile {
 public:
     static TokenFile read_text(const std::string& path);
-    static TokenFile map_llmc_shard(const std::string& path);
+    static TokenFile open_llmc_shard(const std::string& path);
 
     TokenFile(TokenFile&& other) noexcept;
     TokenFile& operator=(TokenFile&& other) noexcept;
@@ -39,19 +42,24 @@ public:
     ~TokenFile();
 
     const std::string& path() const { return path_; }
-    std::span<const uint16_t> tokens() const;
-    int64_t num_tokens() const { return static_cast<int64_t>(tokens().size()); }
+    int64_t num_tokens() const { return num_tokens_; }
+    // Tokens [first, first + count) into `out`; nb::RuntimeError naming the file when it shrank since it was opened.
+    void read(int64_t first, int64_t count, uint16_t* out) const;
 
 private:
     TokenFile() = default;
-    void unmap();
+    void close_file();
 
     std::string path_;
-    std::vector<uint16_t> owned_;   // text files
-    void* map_base_ = nullptr;      // shards: the whole file, mapped
-    size_t map_bytes_ = 0;
-    int64_t mapped_tokens_ = 0;     // shards: tokens after the header
+    std::vector<uint16_t> owned_;  // text files
+    int fd_ = -1;                  // shards: open for the run
+    int64_t file_bytes_ = 0;       // shards: the size when opened
+    int64_t num_tokens_ = 0;
 };
+
+// The files `path_or_glob` names, by the path rules above: one path, or a glob's matches sorted bytewise (an
+// nb::RuntimeError when none matches).
+std::vector<std::string> token_file_paths(const std::string& path_or_glob);
 
 // One or more token files, in order.
 class TokenCorpus {
@@ -66,11 +74,15 @@ public:
     TokenFormat format() const { return format_; }
     int num_files() const { return static_cast<int>(files_.size()); }
     int64_t num_tokens() const { return num_tokens_; }
-    std::span<const uint16_t> file_tokens(int i) const { return files_.at(i).tokens(); }
+    int64_t file_num_tokens(int i) const { return files_.at(i).num_tokens(); }
     const std::string& file_path(int i) const { return files_.at(i).path(); }
+    // Tokens [first, first + count) of file i into `out` (TokenFile::read).
+    void read_tokens(int i, int64_t first, int64_t count, uint16_t* out) const { files_.at(i).read(first, count, out); }
+    // Every token of file i (tests; a shard's whole file is read).
+    std::vector<uint16_t> file_tokens(int i) const;
 
     // The largest token id (so the caller can check it against the model's vocab). Scans every token on the
-    // first call, which for shards reads the whole mapping, hence lazy; the answer is then cached.
+    // first call, which for shards reads the whole file, hence lazy; the answer is then cached.
     uint16_t max_token() const;
 
     // One line for the progress log, e.g. "3 llm.c shards 'data/*.bin' (1234567 tokens)".

@@ -96,6 +96,7 @@ void check_checkpoint_flags(const TrainOptions& o) {
         throw UsageError("--save needs --save-interval N (a checkpoint after every N optimizer steps)");
     if (o.save_dir.empty() && (o.save_interval > 0 || o.save_keep > 0))
         throw UsageError("--save-interval and --save-keep go with --save DIR");
+    if (o.allow_data_change && o.load_path.empty()) throw UsageError("--allow-data-change goes with --load DIR");
     if (o.signal_at_step >= 0 && o.save_dir.empty())
         throw UsageError("--signal-at-step needs --save DIR (a stop signal saves a checkpoint there)");
     if (o.signal_rank < 0 || o.signal_rank >= ranks)

@@ -40,12 +40,19 @@ enum class KillPoint {
     receive,     // at a receive of the step (the rank waits on a peer)
     optimizer,   // inside the optimizer step, before the update
     checkpoint,  // halfway through writing its checkpoint file (the save after the step's iteration)
+    // Rank 0 (the one that completes checkpoints), in the first save that completes after the step's iteration:
+    manifest,     // halfway through writing the manifest, every stage file written
+    switch_names, // between the switch's two renames: an earlier save of the step aside, the new one not in place
+    prune,        // halfway through --save-keep's pruning: an older step's manifest removed, its files not
 };
 inline constexpr auto kKillPoints = name_table<KillPoint>("--kill-during", {
     {"forward", KillPoint::forward},
     {"receive", KillPoint::receive},
     {"optimizer", KillPoint::optimizer},
     {"checkpoint", KillPoint::checkpoint, "mid-write"},
+    {"manifest", KillPoint::manifest, "rank 0, mid-write"},
+    {"switch", KillPoint::switch_names, "rank 0, between the renames"},
+    {"prune", KillPoint::prune, "rank 0, mid-prune"},
 });
 KillPoint parse_kill_point(std::string_view name);  // kKillPoints.parse
 
@@ -75,6 +82,7 @@ struct TrainOptions {
     int64_t save_interval = 0;      // --save-interval N: after every N-th iteration (and the last)
     int save_keep = 0;              // --save-keep K: keep the K newest complete checkpoints (0: all)
     std::string load_path;          // --load DIR (its newest complete checkpoint) or DIR/step_<t>
+    bool allow_data_change = false; // --allow-data-change: --load resumes on data other than the checkpoint's
     int64_t exit_interval = 0;      // --exit-interval N: stop (saving first, with --save) after step N, 2N, ...
 
     // Pipeline (the pipeline issue): the schedule and the number of stages. `train` without mpirun and with

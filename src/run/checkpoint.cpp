@@ -1,6 +1,7 @@
 #include "src/run/checkpoint.h"
 
 #include <algorithm>
+#include <mutex>
 #include <set>
 #include <utility>
 
@@ -13,7 +14,9 @@
 #include "src/core/metrics_writer.h"
 #include "src/core/stop_signal.h"
 #include "src/core/version.h"
+#include "pipeline/stage/fault_injection.h"
 #include "pipeline/stage/stage_checkpoint.h"
+#include "src/data/data_fingerprint.h"
 
 namespace nb {
 
@@ -40,8 +43,6 @@ Identity identity_of(const TrainOptions& o) {
         {"micro_batch_size", fmt::format("{}", o.micro_batch_size)},
         {"seq_length", fmt::format("{}", o.seq_length)},
         {"seed", fmt::format("{}", o.seed)},
-        {"data", o.data_path},
-        {"val_data", o.val_data_path},
         {"val_fraction", fmt::format("{}", o.val_fraction)},
     };
     // The batch. Synchronous schedules: only the global batch, D x m, so that a run may resume at another D (each
@@ -73,6 +74,35 @@ std::string json_list(const std::vector<T>& items, Format&& format) {
     return "[" + out + "]";
 }
 
+// The data files of --data and --val-data, as they were when this process first asked (the run's start:
+// claim_save_dir and read_resume_point ask before any step), so that every save records the data the run trains
+// on. Fingerprinting reads up to 1 MiB per file (src/data/data_fingerprint.h): once per process, not per save.
+const std::vector<DataFileFingerprint>& data_files_of(const std::string& path_or_glob) {
+    static std::mutex mutex;
+    static std::map<std::string, std::vector<DataFileFingerprint>> known;
+    const std::lock_guard lock(mutex);
+    auto it = known.find(path_or_glob);
+    if (it == known.end()) it = known.emplace(path_or_glob, fingerprint_data(path_or_glob)).first;
+    return it->second;
+}
+
+// The flags whose files a checkpoint records, with their values.
+std::vector<std::pair<std::string, std::string>> data_flags(const TrainOptions& o) {
+    return {{"--data", o.data_path}, {"--val-data", o.val_data_path}};
+}
+
+std::string data_files_json(const TrainOptions& options) {
+    std::string out;
+    for (const auto& [flag, path] : data_flags(options)) {
+        const std::string files = json_list(data_files_of(path), [](const DataFileFingerprint& f) {
+            return fmt::format("{{\"path\": {}, \"bytes\": {}, \"fingerprint\": {}}}", json_quote(f.path), f.bytes,
+                               json_quote(f.sha256));
+        });
+        out += fmt::format("{}{}: {}", out.empty() ? "" : ", ", json_quote(flag), files);
+    }
+    return "{" + out + "}";
+}
+
 std::string run_json(const TrainOptions& options, const SavedRun& saved) {
     std::string id;
     for (const auto& [key, value] : identity_of(options))
@@ -85,9 +115,10 @@ std::string run_json(const TrainOptions& options, const SavedRun& saved) {
     return fmt::format(
         "{{\n    \"program\": {},\n    \"identity\": {{{}\n    }},\n    \"stages\": {},\n    \"cut\": {},\n"
         "    \"steps_taken\": {},\n    \"data\": {{\"epoch\": {}, \"index\": {}}},\n"
-        "    \"rng\": {{\"seed\": {}, \"data_order_epoch\": {}}},\n    \"elapsed_s\": {:.6f}\n  }}",
+        "    \"rng\": {{\"seed\": {}, \"data_order_epoch\": {}}},\n    \"elapsed_s\": {:.6f},\n"
+        "    \"data_files\": {}\n  }}",
         json_quote(kProgramVersion), id, saved.cut.size(), cut, steps, saved.data.epoch, saved.data.index,
-        options.seed, saved.data.epoch, saved.elapsed_s);
+        options.seed, saved.data.epoch, saved.elapsed_s, data_files_json(options));
 }
 
 // The saved identity against this run's: the first field that differs, with both values.
@@ -98,6 +129,63 @@ void check_identity(const JsonValue::Object& saved, const TrainOptions& options,
             throw RuntimeError(fmt::format("'{}': field 'identity.{}' is '{}' there, '{}' in this run: resuming would "
                                            "not continue the saved run",
                                            source, key, was, value));
+    }
+}
+
+// A difference in the data: an error, or with --allow-data-change a line of the resumed run's log.
+void data_differs(const TrainOptions& options, const std::string& source, const std::string& problem,
+                  std::vector<std::string>& notes) {
+    if (!options.allow_data_change)
+        throw RuntimeError(fmt::format("'{}': {} (--allow-data-change resumes on other data)", source, problem));
+    notes.push_back("--allow-data-change: " + problem + "; resuming on this run's data");
+}
+
+std::vector<DataFileFingerprint> saved_files(const JsonValue& list, const std::string& source) {
+    std::vector<DataFileFingerprint> files;
+    for (const JsonValue& v : list.array(source, "data_files")) {
+        const auto& f = v.object(source, "data_files[]");
+        files.push_back({json_field(f, "path", source).string(source, "path"),
+                         json_field(f, "bytes", source).int64(source, "bytes"),
+                         json_field(f, "fingerprint", source).string(source, "fingerprint")});
+    }
+    return files;
+}
+
+// The data against the checkpoint's: the same number of files, and each the same size and fingerprint as the saved
+// file in its place, whatever its path. A checkpoint written before fingerprints (no "data_files") has only the
+// paths as spelt then, in its identity: those must match, as they had to then.
+void check_data(const JsonValue::Object& run, const TrainOptions& options, const std::string& source,
+                std::vector<std::string>& notes) {
+    const auto it = run.find("data_files");
+    if (it == run.end()) {
+        const auto& id = json_field(run, "identity", source).object(source, "identity");
+        for (const auto& [flag, key] : {std::pair{"--data", "data"}, std::pair{"--val-data", "val_data"}}) {
+            const std::string& was = json_field(id, key, source).string(source, key);
+            const std::string& now = flag == std::string("--data") ? options.data_path : options.val_data_path;
+            if (was != now)
+                data_differs(options, source, fmt::format("{} is '{}', the checkpoint (written before data "
+                                                          "fingerprints) was saved with '{}'", flag, now, was), notes);
+        }
+        return;
+    }
+    const auto& saved = it->second.object(source, "data_files");
+    for (const auto& [flag, path] : data_flags(options)) {
+        const std::vector<DataFileFingerprint> was = saved_files(json_field(saved, flag, source), source);
+        const std::vector<DataFileFingerprint>& now = data_files_of(path);
+        if (was.size() != now.size()) {
+            data_differs(options, source, fmt::format("{} matches {} files, the checkpoint was saved with {}", flag,
+                                                      now.size(), was.size()), notes);
+            continue;
+        }
+        for (size_t i = 0; i < now.size(); ++i) {
+            if (now[i] == was[i]) continue;
+            const std::string how = now[i].bytes != was[i].bytes
+                ? fmt::format("{} bytes, the checkpoint's '{}' had {}", now[i].bytes, was[i].path, was[i].bytes)
+                : fmt::format("its content fingerprint differs from that of the checkpoint's '{}' (both {} bytes)",
+                              was[i].path, now[i].bytes);
+            data_differs(options, source, fmt::format("{} file '{}' is not the file the checkpoint was saved with: {}",
+                                                      flag, now[i].path, how), notes);
+        }
     }
 }
 
@@ -161,18 +249,55 @@ bool overlaps(const StageSpec& a, const StageSpec& b) {
            (a.has_embedding && b.has_embedding) || (a.has_head && b.has_head);
 }
 
+// The checkpoints --save DIR holds at most while this run saves: --save-keep K keeps K and writes the next beside
+// them; without it, every one this run writes stays: one per --save-interval and the last, at most
+// ceil(train_iters / interval) (a stop's save, by a signal or --exit-interval, ends the run instead of a later one).
+int64_t peak_checkpoints(const TrainOptions& o) {
+    const int64_t interval = std::max<int64_t>(o.save_interval, 1);
+    const int64_t saves = std::max<int64_t>(o.train_iters / interval + (o.train_iters % interval != 0), 1);
+    return o.save_keep > 0 ? std::min<int64_t>(o.save_keep + 1, saves) : saves;
+}
+
+// The directory --load resumes from, where there is one (what every rank resolved before rank 0 claims DIR).
+std::string resume_source(const TrainOptions& o) {
+    if (o.load_path.empty()) return "";
+    try {
+        return find_checkpoint(o.load_path);
+    } catch (const RuntimeError&) {
+        return "";
+    }
+}
+
+// Test-only (--kill-during manifest | switch | prune, the fault matrix): rank 0 dies inside its first save
+// completed after the iteration of --kill-at-step.
+SaveStepHook kill_point_of(const TrainOptions& o, int64_t step) {
+    if (o.kill_rank != 0 || o.kill_at_step < 0 || step <= o.kill_at_step) return {};
+    return [point = o.kill_during](SaveStep at, const std::string& path) {
+        if (at == SaveStep::manifest && point == KillPoint::manifest)
+            die_writing_half(path, R"({"format": 1, "step": "what a manifest begins with"})");
+        if ((at == SaveStep::switch_names && point == KillPoint::switch_names) ||
+            (at == SaveStep::prune && point == KillPoint::prune))
+            die_by_sigkill();
+    };
+}
+
 }  // namespace
 
 std::optional<SaveDirLock> claim_save_dir(const TrainOptions& options,
                                           const std::function<int64_t()>& checkpoint_bytes) {
     if (options.save_dir.empty()) return std::nullopt;
-    return SaveDirLock::claim(options.save_dir, checkpoint_bytes());
+    for (const auto& [flag, path] : data_flags(options)) data_files_of(path);  // the data as the run begins
+    SaveDirLock lock = SaveDirLock::claim(options.save_dir, checkpoint_bytes(), peak_checkpoints(options));
+    remove_stale_saves(options.save_dir, resume_source(options));
+    return lock;
 }
 
-void complete_checkpoint(const TrainOptions& options, const std::string& step_dir, const std::vector<CheckpointEntry>& entries,
-                         const SavedRun& saved, std::FILE* log) {
-    write_manifest(step_dir, saved.step, entries, run_json(options, saved));
-    if (options.save_keep > 0) prune_checkpoints(options.save_dir, options.save_keep);
+void complete_checkpoint(const TrainOptions& options, const std::string& staging_dir,
+                         const std::vector<CheckpointEntry>& entries, const SavedRun& saved, std::FILE* log) {
+    const SaveStepHook kill_point = kill_point_of(options, saved.step);
+    const std::string step_dir = write_manifest(staging_dir, saved.step, entries, run_json(options, saved), kill_point);
+    settle_complete_staging(options.save_dir);  // the one this run resumed from, where a switch was killed
+    if (options.save_keep > 0) prune_checkpoints(options.save_dir, options.save_keep, kill_point);
     int64_t bytes = 0;
     for (const CheckpointEntry& e : entries) bytes += e.bytes;
     fmt::print(log, "saved checkpoint {} ({} bytes)\n", step_dir, bytes);
@@ -185,7 +310,8 @@ ResumePoint read_resume_point(const TrainOptions& options, const std::vector<Sta
     const std::string source = c.step_dir + "/manifest.json";
     const auto& run = c.run.object(source, "run");
     check_identity(json_field(run, "identity", source).object(source, "identity"), options, source);
-    ResumePoint r{c.step_dir, read_saved_run(c, source)};
+    ResumePoint r{c.step_dir, read_saved_run(c, source), {}};
+    check_data(run, options, source, r.notes);
     check_stage_count(options, r.saved, cut, source);
     if (r.saved.step < 0 || r.saved.step > options.train_iters)
         throw RuntimeError(fmt::format("'{}': field 'step' is {}, outside this run's {} iterations", source,
@@ -221,7 +347,7 @@ StageFiles read_stage_files(const ResumePoint& resume, const StageSpec& stage) {
 
 void save_one_stage(const TrainOptions& options, int64_t step, double elapsed_s, StageState& stage,
                     const LoaderPosition& data, std::FILE* log) {
-    const std::string dir = make_step_dir(options.save_dir, step);
+    const std::string dir = make_staging_dir(options.save_dir, step);
     const CheckpointEntry entry = write_checkpoint_file(dir, stage_file_name(0), stage_state_pieces(stage).pieces());
     complete_checkpoint(options, dir, {entry},
                         {step, {stage.model.spec()}, {stage.optimizer.steps_taken()}, data, elapsed_s}, log);
@@ -236,6 +362,7 @@ ResumePoint load_one_stage(const TrainOptions& options, StageState& stage, std::
 }
 
 void print_resumed(const ResumePoint& resume, int stages, std::FILE* log) {
+    for (const std::string& note : resume.notes) fmt::print(log, "{}\n", note);
     const size_t saved = resume.saved.cut.size();
     if (saved == static_cast<size_t>(stages))
         fmt::print(log, "resumed from {} (after step {})\n", resume.step_dir, resume.saved.step);

@@ -8,10 +8,9 @@
 //   program         the version of nobubble that wrote it
 //   identity        what must be the same for a resume to continue the saved run exactly: the model's shape, the
 //                   update rule and every optimizer hyperparameter (defaults filled in), the LR schedule as it
-//                   runs (so --train-iters matters where it sets the decay), the schedule, the batch shape, the
-//                   seed and the data. A checkpoint whose identity differs is refused with the field
-//                   that differs and both values; nothing else (--train-iters, logging, evaluation, --save)
-//                   needs to match.
+//                   runs (so --train-iters matters where it sets the decay), the schedule, the batch shape and the
+//                   seed. A checkpoint whose identity differs is refused with the field that differs and both
+//                   values; nothing else (--train-iters, logging, evaluation, --save) needs to match.
 //   stages, cut     the stages that wrote it and what each held. Another stage count is a reshard: each new stage
 //                   reads the files of the saved stages that held its parameters (state is keyed by parameter
 //                   name). gpipe, 1f1b and 2bw reshard; pipedream, whose stash depth depends on the stage, does
@@ -20,6 +19,10 @@
 //   data            the training loader's position (epoch, index) at the step
 //   rng             the only randomness of training after the initialisation: the data order, drawn from the
 //                   seed per epoch (src/data/batch_loader.h), so the seed and the epoch are its whole state
+//   data_files      per flag (--data, --val-data) its files in order: path, bytes, fingerprint
+//                   (src/data/data_fingerprint.h). A resume takes the same files under any path and refuses a
+//                   changed one naming it, unless --allow-data-change (then the log says how it differs). A
+//                   checkpoint written before them has the paths as spelt in its identity, which must match.
 #pragma once
 
 #include <cstdint>
@@ -49,18 +52,20 @@ struct SavedRun {
     double elapsed_s = 0;  // the run's seconds at the checkpoint (IterationReport::elapsed_s); 0 in older ones
 };
 
-// --save DIR before the first step (src/core/save_dir_lock.h): DIR created, locked for this run, and room there for
-// one checkpoint of `checkpoint_bytes()` bytes (pipeline/stage/stage_memory.h estimate_checkpoint_bytes; estimated only
-// with --save); nb::UsageError naming DIR otherwise. Nothing without --save. One process of a run holds it, until
+// --save DIR before the first step (src/core/save_dir_lock.h): DIR created, locked for this run, room there for the
+// checkpoints of `checkpoint_bytes()` bytes (pipeline/stage/stage_memory.h estimate_checkpoint_bytes; estimated only
+// with --save) that it holds at its peak (--save-keep K: K + 1), and what killed saves left removed
+// (src/core/checkpoint_dir.h remove_stale_saves); nb::UsageError naming DIR otherwise. The data files are
+// fingerprinted here, as the run begins. Nothing without --save. One process of a run holds it, until
 // the run ends: the plain loop, the in-process pipeline and the oracle their own; under mpirun rank 0 for the job
 // (src/run/mpi_driver.cpp).
 std::optional<SaveDirLock> claim_save_dir(const TrainOptions& options,
                                           const std::function<int64_t()>& checkpoint_bytes);
 
-// Completes the checkpoint in `step_dir` (the stage files are written): its manifest, then --save-keep's
-// pruning, then one line to `log` naming the directory.
-void complete_checkpoint(const TrainOptions& options, const std::string& step_dir, const std::vector<CheckpointEntry>& entries,
-                         const SavedRun& saved, std::FILE* log);
+// Completes the checkpoint staged in `staging_dir` (make_staging_dir's; the stage files are written): its manifest
+// and the switch to DIR/step_<t>, then --save-keep's pruning, then one line to `log` naming the directory.
+void complete_checkpoint(const TrainOptions& options, const std::string& staging_dir,
+                         const std::vector<CheckpointEntry>& entries, const SavedRun& saved, std::FILE* log);
 
 // --load: the checkpoint --load names, its manifest checked against this run (its identity; its stage count and
 // its cut, `cut`, where the schedule cannot reshard: pipedream) and every file's size. nb::RuntimeError naming the
@@ -68,6 +73,7 @@ void complete_checkpoint(const TrainOptions& options, const std::string& step_di
 struct ResumePoint {
     std::string step_dir;
     SavedRun saved;
+    std::vector<std::string> notes;  // lines for the log: with --allow-data-change, how the data differs
 };
 ResumePoint read_resume_point(const TrainOptions& options, const std::vector<StageSpec>& cut);
 

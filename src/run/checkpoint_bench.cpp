@@ -35,7 +35,7 @@ double seconds_of(F&& body) {
 }
 
 // The options of a one-stage run that saves to `save_dir` and, when given, resumes from `load_path`. Nothing
-// reads the data: the path is only part of the checkpoint's identity.
+// reads the data, so the checkpoint records no data files (the plan wants a --data; the save does not).
 RunPlan bench_plan(const ModelConfig& model, Device device, const std::string& save_dir, const std::string& load_path) {
     TrainOptions o;
     o.model = model;
@@ -45,7 +45,9 @@ RunPlan bench_plan(const ModelConfig& model, Device device, const std::string& s
     o.save_dir = save_dir;
     o.save_interval = 1;
     o.load_path = load_path;
-    return make_run_plan(o);
+    RunPlan plan = make_run_plan(o);
+    plan.options.data_path.clear();
+    return plan;
 }
 
 // Its pages are clean after the fsync, so the kernel drops them: the next read comes from the disk, as a resume

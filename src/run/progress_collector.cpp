@@ -164,7 +164,7 @@ void ProgressCollector::complete(int64_t step, std::vector<std::optional<Checkpo
         entries.push_back({stage_file_name(static_cast<int>(s)), reports[s]->bytes, reports[s]->sha256});
         saved.steps_taken.push_back(reports[s]->steps_taken);
     }
-    complete_checkpoint(setup_.options, make_step_dir(setup_.options.save_dir, step), entries, saved, log_);
+    complete_checkpoint(setup_.options, make_staging_dir(setup_.options.save_dir, step), entries, saved, log_);
 }
 
 bool ProgressCollector::checkpoints_done() const {

@@ -239,7 +239,7 @@ public:
 
     // After iteration `iteration` (step = iteration + 1 in the checkpoint's numbering).
     void save(int64_t step, const LoaderPosition& data, double elapsed_s, std::FILE* log) {
-        const std::string dir = make_step_dir(o_.save_dir, step);
+        const std::string dir = make_staging_dir(o_.save_dir, step);
         std::vector<CheckpointEntry> entries;
         SavedRun saved{step, {}, {}, data, elapsed_s};
         for (int s = 0; s < num_stages(); ++s) {

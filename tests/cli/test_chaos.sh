@@ -31,10 +31,12 @@ BASE=(--data "$WORK/corpus.txt" "${TINY_FLAGS[@]}" --num-layers 4 --untie-embedd
 mapfile -t KILL_POINTS < <("$NB" --list kill-points)
 NP=4
 
-# The newest step directory under $1 that has a manifest (what --load DIR takes), or 0.
+# The newest complete checkpoint under $1 (what --load DIR takes: a step folder with its manifest, or a complete
+# save not yet switched into place, step_<t>.saving: formats.md), or 0.
 newest_complete() {
   local n
-  n=$(ls -d "$1"/step_*/manifest.json 2>/dev/null | sed 's|.*/step_\([0-9]*\)/manifest.json|\1|' | sort -n | tail -n 1)
+  n=$(ls -d "$1"/step_*/manifest.json 2>/dev/null | sed -n 's|.*/step_\([0-9]*\)\(\.saving\)\{0,1\}/manifest.json$|\1|p' \
+      | sort -n | tail -n 1)
   echo "${n:-0}"
 }
 
@@ -59,16 +61,16 @@ wait_for_checkpoint() {
   return 1
 }
 
-# Waits for the job, at most until BOUND_S after T0; prints its exit code (124 when it had to be killed).
+# Waits for the job, at most until BOUND_S after T0 (then kills it); its exit code in END_RC (124: killed).
 end_job() {
-  local t0=$1 rc=0
+  local t0=$1
+  END_RC=0
   while kill -0 "$JOB" 2>/dev/null && [ $((SECONDS - t0)) -lt "$BOUND_S" ]; do sleep 0.1; done
   if kill -0 "$JOB" 2>/dev/null; then
     pkill -KILL -P "$JOB" 2>/dev/null; kill -KILL "$JOB" 2>/dev/null
-    rc=124
+    END_RC=124
   fi
-  wait "$JOB" 2>/dev/null || [ "$rc" = 124 ] || rc=$?
-  echo "$rc"
+  wait "$JOB" 2>/dev/null || { local rc=$?; [ "$END_RC" = 124 ] || END_RC=$rc; }
 }
 
 chain() {
@@ -77,12 +79,15 @@ chain() {
   local flags=("${BASE[@]}" "$@") dir="$WORK/ck_$sched"
   run_logged 300 "full_$sched" "${MPI[@]}" -np "$NP" "$NB" train "${flags[@]}"
   for i in $(seq 1 "$FAULTS_PER_CHAIN"); do
-    local name="${sched}_$i" rank=$((RANDOM % NP)) step=$((1 + RANDOM % (ITERS - 2))) kind=$((RANDOM % 5))
-    local before load=() fault=() what
+    local name="${sched}_$i" rank=$((RANDOM % NP)) kind=$((RANDOM % 5)) before load=() fault=() what step
     before=$(newest_complete "$dir")
+    # A run that has reached its end starts over in a new directory (on purpose: nothing is lost).
+    if [ "$before" -ge $((ITERS - 1)) ]; then dir="$dir.$i"; before=0; fi
     [ "$before" -gt 0 ] && load=(--load "$dir")
+    step=$((before + 1 + RANDOM % (ITERS - before - 1)))  # a step this job runs
     case $kind in
       0) local point=${KILL_POINTS[$((RANDOM % ${#KILL_POINTS[@]}))]}
+         case $point in manifest|switch|prune) rank=0 ;; esac  # rank 0's own steps of a save
          fault=(--kill-at-step "$step" --kill-rank "$rank" --kill-during "$point")
          what="SIGKILL of rank $rank in step $step at $point" ;;
       1) fault=(--fail-at-step "$step" --fail-rank "$rank"); what="error of rank $rank as step $step begins" ;;
@@ -100,7 +105,8 @@ chain() {
       [ "$kind" = 4 ] && kill -TERM "$pid" 2>/dev/null
     fi
     local rc after
-    rc=$(end_job "$t0")
+    end_job "$t0"
+    rc=$END_RC
     [ "$kind" = 3 ] && { kill -CONT "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null; }
     after=$(newest_complete "$dir")
     echo "chaos: $name: $what${load[*]:+ (resumed from step_$before)}: exit $rc after $((SECONDS - t0)) s," \

@@ -129,7 +129,7 @@ expect_list lr-decay-styles "constant linear cosine wsd"
 expect_list clip-scopes "global stage"
 expect_list pipeline-cuts "cost params"
 expect_list devices "cpu cuda"
-expect_list kill-points "forward receive optimizer checkpoint"
+expect_list kill-points "forward receive optimizer checkpoint manifest switch prune"
 expect_list attention-backends "auto cudnn kernel"
 expect_list models "tiny tiny-moe small smollm-135m smollm-360m moe-1b moe-10b"
 for kind_flag in optimizers:--optimizer schedules:--schedule delay-fixes:--delay-fix lr-decay-styles:--lr-decay-style \

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # --save DIR before the first step (src/core/save_dir_lock.h):
-# - a DIR that cannot be created (below a regular file), a read-only one, one whose file system has no room for a
-#   checkpoint: one line, exit 2, no step run; for train (plain loop and in-process pipeline) and reference;
+# - a DIR that cannot be created (below a regular file), a read-only one, one whose file system has no room for the
+#   checkpoints the run holds at its peak (--save-keep K: K + 1): one line, exit 2, no step run; for train (plain
+#   loop and in-process pipeline) and reference;
 # - one run per DIR: a second run while the first holds DIR gets one line naming the holder's host, pid and start
 #   (exit 2, no step), and the first completes; a holder killed by SIGKILL leaves DIR free (its stale lock file
 #   does not block), and the next run resumes from its checkpoint onto the uninterrupted weights; the lock file
@@ -63,12 +64,24 @@ else
 fi
 if mount_tmpfs "$WORK/small" size=64k; then
   SIZE='[0-9.]+ [kMG]?B'
-  refused no_room "--save '$WORK/small': a checkpoint needs about $SIZE .* but its file system has $SIZE free" \
+  refused no_room \
+    "--save '$WORK/small': 4 checkpoints of about $SIZE .* need $SIZE but its file system has $SIZE free" \
     train "${FLAGS[@]}" --save "$WORK/small" --save-interval 2
-  refused no_room_pipeline "a checkpoint needs about" \
+  refused no_room_pipeline "checkpoints of about" \
     train "${FLAGS[@]}" --stages 2 --untie-embeddings-and-output-weights --save "$WORK/small" --save-interval 2
 else
   echo "skip: the free-space check (a 64 kB tmpfs needs mount, which this user may not do)"
+fi
+# --save-keep K holds K + 1 checkpoints while the next is written: a file system with room for two (each about
+# 2.3 MB with its margin) takes --save-keep 1 and refuses --save-keep 2.
+if mount_tmpfs "$WORK/two" size=6m; then
+  refused keep_peak "--save '$WORK/two': 3 checkpoints of about" \
+    train "${FLAGS[@]}" --save "$WORK/two" --save-interval 2 --save-keep 2
+  run_logged 120 keep_peak_fits "$NB" train "${FLAGS[@]}" --save "$WORK/two" --save-interval 2 --save-keep 1
+  [ "$(ls "$WORK/two")" = step_8 ] && pass "--save-keep 1 in room for two: runs, keeps step_8" \
+    || fail "--save-keep 1 in room for two left: $(ls "$WORK/two" | tr '\n' ' ')"
+else
+  echo "skip: the free-space check of --save-keep's peak (a tmpfs needs mount, which this user may not do)"
 fi
 
 # ---- one run per DIR ----

@@ -157,7 +157,7 @@ TEST_CASE("data: an llm.c shard written and read back") {
     CHECK(std::vector<uint16_t>(got.begin(), got.end()) == tokens);
     CHECK(c.max_token() == 65535);
 
-    // The mapping survives moving the corpus (the loader's owner may move it into place).
+    // The open shard survives moving the corpus (the loader's owner may move it into place).
     TokenCorpus moved = std::move(c);
     auto again = moved.file_tokens(0);
     CHECK(std::vector<uint16_t>(again.begin(), again.end()) == tokens);
@@ -546,7 +546,7 @@ TEST_CASE("data: random damage to an llm.c shard is an error naming it or a read
         write_bytes(path, bytes);
         try {
             const TokenCorpus corpus = TokenCorpus::open(path);
-            int64_t sum = corpus.max_token();  // reads every token of the mapping
+            int64_t sum = corpus.max_token();  // reads every token of the file
             for (uint16_t t : corpus.file_tokens(0)) sum += t;
             CHECK(sum >= 0);
             ++opened;
