@@ -108,7 +108,13 @@ int main(int argc, char** argv) {
                             nb::kExitUsage);
             return print_choice_names(list_kind);
         }
-        if (parsed != std::end(commands)) return parsed->run();
+        if (parsed != std::end(commands)) {
+            const int code = parsed->run();
+            // MPI_Finalize waits for every rank, with no bound: a rank that is stopped or wedged at the end would
+            // hold the others there forever. This meeting is bounded by the watchdog (src/core/job_failure.h).
+            nb::mpi_wait_for_every_rank("the end of the job");
+            return code;
+        }
         return fail(no_subcommand_error(commands), nb::kExitUsage);
     } catch (const nb::ReportedElsewhere& e) {
         return reported_elsewhere(e);

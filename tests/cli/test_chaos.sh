@@ -4,7 +4,7 @@
 # directory: each job resumes from the newest complete checkpoint (if any) and meets one fault, picked by the seed
 # among SIGKILL of a rank (at a random test kill point: `nobubble --list kill-points`), SIGSTOP of a rank beyond
 # the watchdog, SIGTERM to a rank, and an injected error (--fail-at-step) or allocation failure
-# (--host-memory-limit) of a rank. Then one job resumes without a fault and runs to the end. Every job must end
+# (--host-memory-limit, at the set-up or in the first steps) of a rank. Then one job resumes without a fault and runs to the end. Every job must end
 # within BOUND_S, no job may leave the directory with an older newest complete checkpoint than it found (none is
 # ever lost), and the last job must end on the uninterrupted run's weights and optimizer state (same_state).
 #
@@ -40,13 +40,15 @@ newest_complete() {
   echo "${n:-0}"
 }
 
-# Runs one job of the chain in the background: every rank's pid in $WORK/pid.NAME.RANK.
+# Runs one job of the chain in the background: every rank's pid in $WORK/pid.NAME.RANK. Rank $ALLOC_RANK (if
+# set) alone gets --host-memory-limit $ALLOC_BYTES: its host allocations fail past that many bytes.
 start_job() {
   local name=$1
   shift
   rm -f "$WORK"/pid."$name".*
-  "${MPI[@]}" -np "$NP" bash -c 'echo $$ >"'"$WORK"'/pid.'"$name"'.$OMPI_COMM_WORLD_RANK"; exec "$0" "$@"' \
-    "$NB" train "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+  "${MPI[@]}" -np "$NP" bash -c 'echo $$ >"'"$WORK"'/pid.'"$name"'.$OMPI_COMM_WORLD_RANK"
+    [ "$OMPI_COMM_WORLD_RANK" = "'"${ALLOC_RANK:-none}"'" ] && set -- "$@" --host-memory-limit '"${ALLOC_BYTES:-0}"'
+    exec "$0" "$@"' "$NB" train "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
   JOB=$!
 }
 
@@ -91,11 +93,13 @@ chain() {
          fault=(--kill-at-step "$step" --kill-rank "$rank" --kill-during "$point")
          what="SIGKILL of rank $rank in step $step at $point" ;;
       1) fault=(--fail-at-step "$step" --fail-rank "$rank"); what="error of rank $rank as step $step begins" ;;
-      2) fault=(--host-memory-limit 1000000); what="allocation failure of every rank" ;;
+      2) ALLOC_RANK=$rank ALLOC_BYTES=$(( RANDOM % 2 ? 4096 : 1000000 ))
+         what="allocation failure of rank $rank past $ALLOC_BYTES bytes" ;;
       3) what="SIGSTOP of rank $rank once step_$step is saved" ;;
       4) what="SIGTERM to rank $rank once step_$step is saved" ;;
     esac
     local t0=$SECONDS
+    [ "$kind" = 2 ] || ALLOC_RANK=
     start_job "$name" "${flags[@]}" --save "$dir" --save-interval 1 --save-keep 3 --watchdog-s "$WATCHDOG_S" \
       "${load[@]}" "${fault[@]}"
     if [ "$kind" -ge 3 ] && wait_for_checkpoint "$dir" "$step"; then
