@@ -82,7 +82,8 @@
 // ERRORS. Every NCCL and CUDA call is checked: RuntimeError naming the call (ncclGetErrorString, and NCCL's
 // last error message). abort() asks NCCL to stop our device work (ncclCommAbort, waited for at most a second:
 // NCCL's abort can wait for a peer that is gone) and then ends the process through the inner transport (the
-// other ranks end on the failure's notice, src/core/job_failure.h). While it waits on the GPU, wait_for_progress also checks the links for asynchronous NCCL errors.
+// other ranks end on the failure's notice, src/core/job_failure.h). While it waits on the GPU,
+// wait_for_progress also checks the links for asynchronous NCCL errors.
 //
 // Compiled only where nobubble is built with MPI and CUDA (CMakeLists.txt: pipeline/nccl_*.cpp).
 #pragma once

@@ -119,7 +119,9 @@ Command add_schedule_command(CLI::App& app) {
     sub->add_option("--schedule", flags->schedule, kScheduleKinds.choices_text())->required();
     // Required: no default shown.
     add_shape_flag(*sub, flags->shape, {ShapeFlag::stages})->required()->default_str("");
-    add_shape_flag(*sub, flags->shape, {ShapeFlag::num_microbatches, "", "--microbatches"})->required()->default_str("");
+    add_shape_flag(*sub, flags->shape, {ShapeFlag::num_microbatches, "", "--microbatches"})
+        ->required()
+        ->default_str("");
     sub->add_option("--steps,--train-iters", spec.steps, "Iterations (pipedream: m optimizer steps each)")
         ->capture_default_str();
     add_shape_flag(*sub, flags->shape,

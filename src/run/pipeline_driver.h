@@ -10,8 +10,9 @@
 //                    code 1 on every rank (src/core/job_failure.h: the failing rank tells the others, which end
 //                    at their next wait), so that no rank hangs waiting for a failed one; a rank that made no
 //                    progress for --watchdog-s seconds (a dead or wedged peer) ends the job the same way with
-//                    `nobubble: error: watchdog: ...` naming what it waits for (src/run/watchdog.h). The CPU ops use one
-//                    thread per rank (the ranks are the parallelism) unless OPENBLAS_NUM_THREADS says otherwise. With
+//                    `nobubble: error: watchdog: ...` naming what it waits for (src/run/watchdog.h). The CPU ops
+//                    use one thread per rank (the ranks are the parallelism) unless OPENBLAS_NUM_THREADS says
+//                    otherwise. With
 //                    --device cuda every rank starts its GPU first and the ranks agree on that before NCCL is
 //                    set up; then NCCL moves activations and gradients between neighbours
 //                    (pipeline/transport/nccl_transport.h).

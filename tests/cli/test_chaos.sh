@@ -4,8 +4,8 @@
 # directory: each job resumes from the newest complete checkpoint (if any) and meets one fault, picked by the seed
 # among SIGKILL of a rank (at a random test kill point: `nobubble --list kill-points`), SIGSTOP of a rank beyond
 # the watchdog, SIGTERM to a rank, and an injected error (--fail-at-step) or allocation failure
-# (--host-memory-limit, at the set-up or in the first steps) of a rank. Then one job resumes without a fault and runs to the end. Every job must end
-# within BOUND_S, no job may leave the directory with an older newest complete checkpoint than it found (none is
+# (--host-memory-limit, at the set-up or in the first steps) of a rank. Then one job resumes without a fault
+# and runs to the end. Every job must end within BOUND_S, no job may leave the directory with an older newest complete checkpoint than it found (none is
 # ever lost), and the last job must end on the uninterrupted run's weights and optimizer state (same_state).
 #
 # It prints its seed; `CHAOS_SEED=N ctest -R cli.test_chaos` replays the same faults (the points where SIGSTOP and
@@ -35,8 +35,8 @@ NP=4
 # save not yet switched into place, step_<t>.saving: formats.md), or 0.
 newest_complete() {
   local n
-  n=$(ls -d "$1"/step_*/manifest.json 2>/dev/null | sed -n 's|.*/step_\([0-9]*\)\(\.saving\)\{0,1\}/manifest.json$|\1|p' \
-      | sort -n | tail -n 1)
+  n=$(ls -d "$1"/step_*/manifest.json 2>/dev/null \
+      | sed -n 's|.*/step_\([0-9]*\)\(\.saving\)\{0,1\}/manifest.json$|\1|p' | sort -n | tail -n 1)
   echo "${n:-0}"
 }
 

@@ -17,7 +17,8 @@ fi
 trap 'pkill -KILL -f -- "$WORK/" 2>/dev/null' EXIT
 make_corpus "$WORK/corpus.txt"
 BASE=(train --data "$WORK/corpus.txt" "${TINY_FLAGS[@]}" --train-iters 6 --num-microbatches 2)
-BOUND_S=12  # launch included (about 1 s here); the design's bound is 5 s after the failure (kAgreeMs + kFinalizeDeadlineMs)
+# Launch included (about 1 s here); the design's bound is 5 s after the failure (kAgreeMs + kFinalizeDeadlineMs).
+BOUND_S=12
 
 # The shell around each rank writes "rank R exit CODE" when its nobubble ends, so that every rank's code is seen,
 # and passes the code on half a second later (mpirun ends the job's other processes at the first non-zero exit,
@@ -54,7 +55,8 @@ expect_partial() {
   if [ "$MPMD_RC" != 0 ] && [ "$MPMD_RC" != 124 ] && [ "$MPMD_RC" != 137 ] && [ "$same" = "$ranks" ] \
      && [ "$lines" = 1 ] && (($(echo "$MPMD_S <= $BOUND_S" | bc))) \
      && grep '^nobubble: error: ' "$WORK/$name.err" | grep -q -- "$pattern"; then
-    pass "$name: all $ranks ranks exit $code, mpirun $MPMD_RC, ${MPMD_S}s from launch; $(grep '^nobubble: error: ' "$WORK/$name.err")"
+    pass "$name: all $ranks ranks exit $code, mpirun $MPMD_RC, ${MPMD_S}s from launch;" \
+         "$(grep '^nobubble: error: ' "$WORK/$name.err")"
   else
     fail "$name: mpirun exit $MPMD_RC after ${MPMD_S}s (124: timed out), ranks: $(tr '\n' ' ' <"$CODES" 2>/dev/null), \
 stderr: $(grep -v '^ \|^-\|^$' "$WORK/$name.err" | head -8)"

@@ -129,7 +129,8 @@ TEST_CASE("the schedule's weight versions and microbatches in flight come from i
             const int64_t stash = stage_activation_bytes(o.model, setup.cut[static_cast<size_t>(s)],
                                                          o.micro_batch_size, o.seq_length);
             CHECK(mem.weights_bytes == copy);
-            const std::vector<StagePlan> plans = virtual_stage_plans(build_schedule(setup.spec), setup.spec.placement());
+            const std::vector<StagePlan> plans =
+                virtual_stage_plans(build_schedule(setup.spec), setup.spec.placement());
             CHECK(mem.versions_bytes == (max_versions_held(plans, s) - 1) * copy);
             CHECK(mem.activations_bytes == max_in_flight(plans, s) * stash);
             const std::string kind = schedule;

@@ -76,7 +76,8 @@ TEST_CASE("stage runner: every schedule on 2 and 3 stages in one process ends wi
                 REQUIRE(got.peak_versions.size() == want.peak_versions.size());
                 for (int s = 0; s < p; ++s) {
                     CHECK(got.peak_versions[static_cast<size_t>(s)] == want.peak_versions[static_cast<size_t>(s)]);
-                    CHECK(got.peak_versions[static_cast<size_t>(s)] == nb::part_peaks(setup.spec)[static_cast<size_t>(s)].versions_held);
+                    const auto part = static_cast<size_t>(s);
+                    CHECK(got.peak_versions[part] == nb::part_peaks(setup.spec)[part].versions_held);
                 }
             }
 }
