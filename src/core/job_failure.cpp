@@ -9,6 +9,16 @@
 
 #include "src/core/mpi_env.h"
 
+namespace nb {
+
+void print_error_line(const std::string& line) {
+    std::fflush(stdout);
+    fmt::print(stderr, "nobubble: error: {}\n", line);
+    std::fflush(stderr);
+}
+
+}  // namespace nb
+
 #ifdef NOBUBBLE_HAVE_MPI
 
 #include <mpi.h>
@@ -82,12 +92,6 @@ bool every_rank_below_answered(int below) {
     for (int rank = 0; rank < below; ++rank)
         if (notices.heard[static_cast<size_t>(rank)] == Heard::nothing) return false;
     return true;
-}
-
-void print_error_line(const std::string& line) {
-    std::fflush(stdout);
-    fmt::print(stderr, "nobubble: error: {}\n", line);
-    std::fflush(stderr);
 }
 
 // Past the deadline the process ends without MPI_Finalize (a peer that cannot join would hold it forever).
@@ -184,8 +188,7 @@ namespace nb {
 void start_failure_notices() {}
 void end_failure_notices() {}
 int report_this_rank_failed(int exit_code, const std::string& line) {
-    std::fflush(stdout);
-    fmt::print(stderr, "nobubble: error: {}\n", line);
+    print_error_line(line);
     return exit_code;
 }
 std::optional<int> another_rank_failed() { return std::nullopt; }

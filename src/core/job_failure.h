@@ -58,6 +58,9 @@ void this_job_ends_with(int exit_code);
 // alive: keeps every other thread out of MPI, finalizes under the deadline, flushes stdio and _exits.
 [[noreturn]] void end_process_after_failure(int exit_code);
 
+// Prints `nobubble: error: LINE` on stderr, stdout flushed first (so that the line follows what the run printed).
+void print_error_line(const std::string& line);
+
 // The watchdog's limit for guarded waits (seconds; 0: none).
 void set_wait_limit_s(double limit_s);
 double wait_limit_s();

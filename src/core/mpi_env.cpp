@@ -57,11 +57,6 @@ MpiSession::~MpiSession() {
     session_initialized = false;
 }
 
-std::mutex& mpi_call_mutex() {
-    static std::mutex m;
-    return m;
-}
-
 bool mpi_initialized() { return session_initialized; }
 
 bool mpi_threads_serialized() { return session_initialized && thread_level >= MPI_THREAD_SERIALIZED; }
@@ -112,51 +107,47 @@ void wait_guarded(MPI_Request& request, const char* what) {
     }
 }
 
+// Starts a non-blocking collective (`start` fills the request, under mpi_call_mutex()) and waits for it guarded.
+template <typename Start>
+void run_guarded(const char* what, Start&& start) {
+    MPI_Request request;
+    {
+        std::lock_guard lock(mpi_call_mutex());
+        start(&request);
+    }
+    wait_guarded(request, what);
+}
+
 }  // namespace
 
 long long mpi_min_over_ranks(long long value) {
     if (!session_initialized) return value;
     long long least = value;
-    MPI_Request request;
-    {
-        std::lock_guard lock(mpi_call_mutex());
-        MPI_Iallreduce(&value, &least, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD, &request);
-    }
-    wait_guarded(request, "the memory check");
+    run_guarded("the memory check", [&](MPI_Request* r) {
+        MPI_Iallreduce(&value, &least, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD, r);
+    });
     return least;
 }
 
 std::vector<int> mpi_gather_to_all(int value) {
     if (!session_initialized) return {value};
     std::vector<int> all(static_cast<size_t>(mpi_world_size()));
-    MPI_Request request;
-    {
-        std::lock_guard lock(mpi_call_mutex());
-        MPI_Iallgather(&value, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD, &request);
-    }
-    wait_guarded(request, "the set-up's agreement");
+    run_guarded("the set-up's agreement", [&](MPI_Request* r) {
+        MPI_Iallgather(&value, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD, r);
+    });
     return all;
 }
 
 int64_t mpi_broadcast_from_rank0(int64_t value) {
     if (!session_initialized) return value;
-    MPI_Request request;
-    {
-        std::lock_guard lock(mpi_call_mutex());
-        MPI_Ibcast(&value, 1, MPI_INT64_T, 0, MPI_COMM_WORLD, &request);
-    }
-    wait_guarded(request, "the clocks' common origin");
+    run_guarded("the clocks' common origin",
+                [&](MPI_Request* r) { MPI_Ibcast(&value, 1, MPI_INT64_T, 0, MPI_COMM_WORLD, r); });
     return value;
 }
 
 void mpi_wait_for_every_rank(const char* what) {
     if (!session_initialized) return;
-    MPI_Request request;
-    {
-        std::lock_guard lock(mpi_call_mutex());
-        MPI_Ibarrier(MPI_COMM_WORLD, &request);
-    }
-    wait_guarded(request, what);
+    run_guarded(what, [](MPI_Request* r) { MPI_Ibarrier(MPI_COMM_WORLD, r); });
 }
 
 }  // namespace nb
@@ -171,10 +162,6 @@ bool mpi_initialized() { return false; }
 bool mpi_threads_serialized() { return false; }
 int mpi_world_size() { return 1; }
 int mpi_world_rank() { return 0; }
-std::mutex& mpi_call_mutex() {
-    static std::mutex m;
-    return m;
-}
 long long mpi_min_over_ranks(long long value) { return value; }
 std::vector<int> mpi_gather_to_all(int value) { return {value}; }
 int64_t mpi_broadcast_from_rank0(int64_t value) { return value; }
@@ -183,3 +170,12 @@ void mpi_wait_for_every_rank(const char*) {}
 }  // namespace nb
 
 #endif
+
+namespace nb {
+
+std::mutex& mpi_call_mutex() {
+    static std::mutex m;
+    return m;
+}
+
+}  // namespace nb

@@ -66,12 +66,6 @@ std::string rank_error_line(const RankLayout& layout, const std::string& what) {
     return fmt::format("{}: {}", layout.describe(mpi_world_rank()), what);
 }
 
-void print_error_line(const std::string& line, std::FILE* log) {
-    std::fflush(log);
-    fmt::print(stderr, "nobubble: error: {}\n", line);
-    std::fflush(stderr);
-}
-
 // Errors while setting up (a data file, the device) are usually every rank's alike. Agreeing on them in a
 // collective that every rank reaches lets one rank report them, the first that failed, and every rank exit
 // cleanly with that rank's exit code: one line instead of one per rank. (A rank that failed before it, and so
@@ -80,7 +74,7 @@ void agree_on_setup(const RankLayout& layout, int exit_code, const std::string& 
     const std::vector<int> codes = mpi_gather_to_all(exit_code);
     auto first = std::find_if(codes.begin(), codes.end(), [](int c) { return c != 0; });
     if (first == codes.end()) return;
-    if (first - codes.begin() == mpi_world_rank()) print_error_line(rank_error_line(layout, error), stdout);
+    if (first - codes.begin() == mpi_world_rank()) print_error_line(rank_error_line(layout, error));
     throw ReportedElsewhere(*first, "reported by the first rank that failed");
 }
 

@@ -171,11 +171,9 @@ expect_error 2 "^nobubble: error: --moe-router-bias-update-rate must be a finite
   --data "$C" --lr 1e-3 "${MOE[@]}" --moe-router-enable-expert-bias --moe-router-bias-update-rate -1
 expect_error 2 "^nobubble: error: --moe-layers '': give all" "${T[@]}" --moe-layers ""
 # The batch and pipeline counts, -1 in each command that takes them: one check (check_run_shape), one line.
+ALL_SHAPE_FLAGS="--micro-batch-size --num-microbatches --seq-length --stages --data-parallel-size --virtual-stages"
 declare -A SHAPE_FLAGS=(
-  [T]="--micro-batch-size --num-microbatches --seq-length --stages --data-parallel-size --virtual-stages"
-  [R]="--micro-batch-size --num-microbatches --seq-length --stages --data-parallel-size --virtual-stages"
-  [I]="--micro-batch-size --num-microbatches --seq-length --stages --data-parallel-size --virtual-stages"
-  [S]="--micro-batch-size --num-microbatches --seq-length --stages --data-parallel-size --virtual-stages"
+  [T]="$ALL_SHAPE_FLAGS" [R]="$ALL_SHAPE_FLAGS" [I]="$ALL_SHAPE_FLAGS" [S]="$ALL_SHAPE_FLAGS"
   [SCHEDULE]="--num-microbatches --stages --data-parallel-size --virtual-stages"
   [OPS]="--micro-batch-size --seq-length"
   [GPU]="--micro-batch-size --seq-length"
