@@ -8,9 +8,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Debian packages the build, the tests and the main job need.
 PACKAGES := cmake ninja-build g++ make ccache pkg-config openmpi-bin libopenmpi-dev libcli11-dev libfmt-dev \
-            libtomlplusplus-dev doctest-dev libopenblas-dev python3-torch python3-numpy python3-matplotlib fortunes
+            libtomlplusplus-dev doctest-dev libopenblas-dev python3-torch python3-numpy python3-matplotlib python3-venv \
+            fortunes
 
-.PHONY: setup test-setup configure build test test-slurm run bench gpu-deps clean
+.PHONY: setup test-setup hf-venv configure build test test-slurm run bench gpu-deps clean
 
 setup:
 	@missing=$$(for p in $(PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -35,6 +36,18 @@ test: test-setup build
 
 test-setup:
 	$(MAKE) setup PACKAGES="$(PACKAGES) $(TEST_PACKAGES)"
+	$(MAKE) hf-venv
+
+# Python packages Debian lacks (transformers, safetensors, tokenizers: the interop tests' oracle), pinned in
+# run/requirements-hf.txt, in a virtual environment under the build folder that sees Debian's packages, so that
+# Debian's torch stays the one torch. Remade when the pins change.
+HF_VENV := $(BUILD)/venv
+hf-venv: $(HF_VENV)/.installed
+$(HF_VENV)/.installed: run/requirements-hf.txt
+	rm -rf $(HF_VENV)
+	/usr/bin/python3 -m venv --system-site-packages $(HF_VENV)
+	$(HF_VENV)/bin/pip install --quiet --disable-pip-version-check -r run/requirements-hf.txt
+	touch $@
 
 # The Slurm test alone (in `make test` too): run/slurm/train.sbatch and compare.sbatch on a local Slurm: the same
 # hash as plain mpirun, preemption and time-limit requeue with exact resume, the comparison's CSV and charts.
