@@ -16,14 +16,10 @@
 #include <utility>
 #include <vector>
 
+#include "src/core/named_tensor.h"
 #include "src/core/tensor.h"
 
 namespace nb {
-
-struct NamedTensor {
-    std::string name;
-    Tensor tensor;  // on the host
-};
 
 // The file as the pieces it is made of, its bytes in order, without copying the tensors' data: small headers of
 // its own (the magic and count; each tensor's name, dtype and shape) and views of the tensors' host memory (a

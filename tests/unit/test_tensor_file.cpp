@@ -6,12 +6,12 @@
 
 #include <cstring>
 #include <filesystem>
-#include <random>
 #include <string>
 
 #include "src/core/atomic_file.h"
 #include "src/core/error.h"
 #include "src/core/tensor_file.h"
+#include "tests/unit/sample_tensors.h"
 #include "tests/unit/test_util.h"
 
 namespace nb {
@@ -20,27 +20,8 @@ namespace {
 
 using test::runtime_error;
 
-struct Sample {
-    Tensor w = Tensor::zeros({3, 5}, DType::f32);
-    Tensor b = Tensor::zeros({4}, DType::bf16);
-    Tensor ids = Tensor::zeros({2, 2}, DType::i32);
-    Tensor scalar = Tensor::zeros({}, DType::f32);
-    Tensor none = Tensor::zeros({0, 7}, DType::f32);
-    Sample() {
-        for (int i = 0; i < w.numel(); ++i) w.f32()[i] = 0.25f * static_cast<float>(i) - 1.0f;
-        auto* raw = static_cast<uint16_t*>(b.data());
-        for (int i = 0; i < 4; ++i) raw[i] = static_cast<uint16_t>(0x3f80 + i);
-        for (int i = 0; i < 4; ++i) static_cast<int32_t*>(ids.data())[i] = 1000 * i - 7;
-        scalar.f32()[0] = 3.5f;
-    }
-    std::vector<std::pair<std::string, const Tensor*>> named() const {
-        return {{"weights.layers.0.attn.wq", &w}, {"exp_avg.b", &b}, {"ids", &ids}, {"step", &scalar}, {"empty", &none}};
-    }
-};
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-    return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.bytes()) == 0;
-}
+using test::same_bits;
+using Sample = test::SampleTensors;
 
 }  // namespace
 
@@ -90,30 +71,11 @@ TEST_CASE("tensor file: each kind of damage is one error naming the file and wha
 TEST_CASE("tensor file: random damage never crashes or reads outside the bytes (3000 cases)") {
     const Sample s;
     const std::string good = encode_named_tensors(s.named());
-    std::mt19937_64 rng(20261201);
-    int errors = 0, decoded = 0;
-    for (int c = 0; c < 3000; ++c) {
-        std::string bytes = good;
-        switch (c % 3) {
-            case 0:  // flip 1-4 bits
-                for (int k = 0; k <= static_cast<int>(rng() % 4); ++k)
-                    bytes[rng() % bytes.size()] ^= static_cast<char>(1 << (rng() % 8));
-                break;
-            case 1: bytes.resize(rng() % bytes.size()); break;  // truncate
-            default:                                             // random bytes behind a valid header
-                bytes = bytes.substr(0, 8);
-                for (size_t k = rng() % 200; k > 0; --k) bytes += static_cast<char>(rng());
-        }
-        try {
-            decode_named_tensors(bytes, "fuzz.bin");
-            ++decoded;  // a flip inside the data: the manifest's sha256 is what catches that
-        } catch (const RuntimeError& e) {
-            CHECK(std::string(e.what()).find("'fuzz.bin': ") == 0);
-            ++errors;
-        }
-    }
-    CHECK(errors > 1000);
-    CHECK(decoded > 0);
+    const test::FuzzCounts n = test::fuzz_decode(good, 20261201, 200, "fuzz.bin", [](const std::string& bytes) {
+        decode_named_tensors(bytes, "fuzz.bin");
+    });
+    CHECK(n.refused > 1000);
+    CHECK(n.accepted > 0);
 }
 
 TEST_CASE("atomic file: the target holds the old bytes or the new, no temporary is left, errors name the path") {
