@@ -1,7 +1,11 @@
 #include "src/run/hf_folder.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -141,18 +145,74 @@ std::vector<std::string> tensor_files_of(const std::string& dir) {
     return {files.begin(), files.end()};
 }
 
+// A file mapped read-only (its header is parsed in place), and its descriptor (F32 tensors are read straight into
+// their own storage with pread: one copy from the page cache, as a plain read makes; the mapping's data pages are
+// touched only by the dtypes that are widened).
+class MappedFile {
+public:
+    explicit MappedFile(const std::string& path) : path_(path) {
+        fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd_ < 0) throw RuntimeError(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
+        struct stat st {};
+        if (::fstat(fd_, &st) != 0) fail("cannot stat");
+        size_ = static_cast<size_t>(st.st_size);
+        if (size_ == 0) return;
+        addr_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
+        if (addr_ == MAP_FAILED) fail("cannot map");
+    }
+    ~MappedFile() {
+        if (addr_ != MAP_FAILED) ::munmap(addr_, size_);
+        ::close(fd_);
+    }
+    MappedFile(const MappedFile&) = delete;
+    MappedFile& operator=(const MappedFile&) = delete;
+
+    std::string_view bytes() const {
+        return addr_ == MAP_FAILED ? std::string_view() : std::string_view(static_cast<const char*>(addr_), size_);
+    }
+    // `size` bytes at `offset` into `into`.
+    void read_at(void* into, size_t size, size_t offset) const {
+        auto* p = static_cast<char*>(into);
+        while (size > 0) {
+            const ssize_t n = ::pread(fd_, p, size, static_cast<off_t>(offset));
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) fail("cannot read");
+            p += n;
+            size -= static_cast<size_t>(n);
+            offset += static_cast<size_t>(n);
+        }
+    }
+
+private:
+    [[noreturn]] void fail(const char* what) const {
+        throw RuntimeError(fmt::format("{} '{}': {}", what, path_, std::strerror(errno)));
+    }
+    std::string path_;
+    int fd_ = -1;
+    size_t size_ = 0;
+    void* addr_ = MAP_FAILED;
+};
+
+// The tensor as f32: an F32 one read from the file into its own storage, the others widened from the mapping.
+Tensor f32_tensor(const MappedFile& file, const SafetensorsView& view, const SafetensorsEntry& entry) {
+    if (entry.dtype != SafetensorsDType::f32) return view.as_f32(entry);
+    Tensor t = Tensor::empty(entry.shape, DType::f32);
+    file.read_at(t.data(), entry.data.size(), static_cast<size_t>(entry.data.data() - file.bytes().data()));
+    return t;
+}
+
 // One file's tensors into `out` under our names (a tied model's lm_head.weight, where a file has it, is the
 // embedding's and is left out; a rotary inv_freq buffer is not a weight).
 void read_tensor_file(const std::string& path, bool tied, NamedWeights& out) {
-    const std::string bytes = read_whole_file(path);
-    const SafetensorsView view = parse_safetensors(bytes, path);
+    const MappedFile file(path);
+    const SafetensorsView view = parse_safetensors(file.bytes(), path);
     for (const SafetensorsEntry& entry : view.tensors) {
         if (entry.name.ends_with("rotary_emb.inv_freq") || (tied && entry.name == "lm_head.weight")) continue;
         const auto ours = our_name_of(entry.name);
         if (!ours)
             throw RuntimeError(fmt::format("'{}': tensor '{}' is not a parameter of a Llama model that nobubble "
                                            "computes", path, entry.name));
-        if (!out.emplace(*ours, view.as_f32(entry)).second)
+        if (!out.emplace(*ours, f32_tensor(file, view, entry)).second)
             throw RuntimeError(fmt::format("'{}': tensor '{}' is in two files of the folder", path, entry.name));
     }
 }

@@ -5,7 +5,8 @@ mismatched keys, whose mean loss over the validation windows equals `nobubble ev
 (float32): an untied GQA model at P = 2 (1f1b, AdamW, 2 microbatches), and a tied one at P = 2 under 2bw (Muon).
 `nobubble eval --load` must print the very val_loss train wrote for the same windows. Also: a sharded export
 (model.safetensors.index.json) loads to the same loss, and a bfloat16 export holds exactly torch's rounding of the
-float32 weights.
+float32 weights. What is not exported (an MoE model, onto an existing --out) and eval outside one process are one
+error line each.
 """
 import json
 import os
@@ -13,7 +14,7 @@ import sys
 
 import torch
 
-from hf_common import (Data, check_close, eval_loss, hf_loss, last_val_loss, load_hf, parse_args, run)
+from hf_common import (Data, check_close, eval_loss, hf_loss, last_val_loss, load_hf, mpirun, parse_args, run)
 
 SEQ, BATCH, EVAL_ITERS, MICRO = 32, 2, 3, 2
 GQA = ["--model", "tiny", "--num-layers", "3", "--hidden-size", "64", "--num-attention-heads", "4",
@@ -84,12 +85,38 @@ def check_bfloat16(args, save, model):
     print(f"bfloat16 export: all {len(bf16)} tensors are torch's rounding of the float32 export")
 
 
+def refused(cmd, words, expect_rc=2):
+    """`cmd` ends with `expect_rc` and nobubble's one error line names `words` (mpirun adds lines of its own)."""
+    out = run(cmd, expect_rc=expect_rc)
+    lines = [l for l in out.splitlines() if l.startswith("nobubble: error")]
+    if len(lines) != 1 or not all(w in lines[0] for w in words):
+        sys.exit(f"FAIL: expected one error line naming {words}, got:\n{out}")
+    print(f"refused: {lines[0]}")
+
+
+def check_refusals(args, data, save):
+    """An MoE checkpoint (no transformers class computes our MoE layer), an --out that exists, eval without a model
+    and eval under mpirun with 2 ranks: each one error line, exit 2."""
+    moe = os.path.join(args.workdir, "moe")
+    run([args.nobubble, "train", "--model", "tiny-moe", "--num-layers", 2, *data.flags, "--seq-length", SEQ,
+         "--micro-batch-size", BATCH, "--train-iters", 1, "--lr", 1e-3, "--eval-iters", 1, "--save", moe,
+         "--save-interval", 1])
+    refused([args.nobubble, "export", "--load", moe, "--out", os.path.join(args.workdir, "moe_hf")],
+            ["MoE", "not exported"])
+    refused([args.nobubble, "export", "--load", save, "--out", args.workdir], ["--out", "exists"])
+    refused([args.nobubble, "eval", *data.flags], ["exactly one of --load CKPT and --hf DIR"])
+    prefix = mpirun(2)
+    if prefix:
+        refused([*prefix, args.nobubble, "eval", "--load", save, *data.flags], ["one process", "2 ranks"])
+
+
 def main():
     args = parse_args()
     data = Data(args.workdir)
     save, model, theirs, windows = check_export(args, data, "untied_gqa_p2", ["--stages", 2])
     check_sharded(args, save, theirs, windows)
     check_bfloat16(args, save, model)
+    check_refusals(args, data, save)
     tied = ["--tie-embeddings", "--optimizer", "muon"]
     check_export(args, data, "tied_p2_2bw", [*tied, "--stages", 2, "--schedule", "2bw"],
                  fallback=[*tied, "--stages", 1, "--schedule", "2bw"])
