@@ -239,7 +239,8 @@ void check_against_model(const ModelConfig& model, const NamedWeights& weights, 
 }  // namespace
 
 int64_t write_hf_folder(const HfModelConfig& config, const NamedWeights& weights, const HfWriteOptions& o) {
-    const fs::path out = fs::path(o.out_dir).lexically_normal();
+    fs::path out = fs::path(o.out_dir).lexically_normal();
+    if (out.filename().empty()) out = out.parent_path();  // "DIR/" names DIR
     if (fs::exists(out)) throw UsageError(fmt::format("--out '{}' exists: export writes a new folder", o.out_dir));
     HfModelConfig written = config;
     written.torch_dtype = torch_dtype_name(o.dtype);
