@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include "src/core/error.h"
+#include "src/core/json_reader.h"
+#include "src/core/tensor_file.h"
 
 namespace nb {
 
@@ -42,20 +44,33 @@ std::vector<std::pair<std::string, const Tensor*>> stage_file_tensors(
 
 }  // namespace
 
-TensorFilePieces stage_state_pieces(StageState& state, const OlderVersions& older) {
+SafetensorsPieces stage_state_pieces(StageState& state, const OlderVersions& older) {
     std::vector<std::pair<std::string, const Tensor*>> carried;
     for (const auto& [name, tensor] : state.state_tensors()) carried.emplace_back(name, tensor);
     return stage_state_pieces(carried, state.model.layout(), older);
 }
 
-TensorFilePieces stage_state_pieces(const std::vector<std::pair<std::string, const Tensor*>>& carried,
-                                    const ParamLayout& layout, const OlderVersions& older) {
-    // not moved: built in place (its pieces view its own headers)
-    return TensorFilePieces(stage_file_tensors(carried, layout, older));
+SafetensorsPieces stage_state_pieces(const std::vector<std::pair<std::string, const Tensor*>>& carried,
+                                     const ParamLayout& layout, const OlderVersions& older) {
+    // not moved: built in place (its pieces view its own header)
+    return SafetensorsPieces(stage_file_tensors(carried, layout, older), kStageFileMetadata);
 }
 
 std::string encode_stage_state(StageState& state, const OlderVersions& older) {
     return stage_state_pieces(state, older).joined();
+}
+
+std::vector<NamedTensor> decode_stage_file(std::string_view bytes, const std::string& source, int64_t format) {
+    if (format == 1) return decode_named_tensors(bytes, source);
+    const SafetensorsView view = parse_safetensors(bytes, source);
+    for (const auto& [key, want] : kStageFileMetadata) {  // the kind of file, then its version
+        const auto it = view.metadata.find(key);
+        const std::string has = it == view.metadata.end() ? "absent" : fmt::format("'{}'", printable(it->second));
+        if (has != fmt::format("'{}'", want))
+            throw RuntimeError(fmt::format("'{}': not a stage file this nobubble reads: its __metadata__ '{}' is {}, "
+                                           "not '{}'", source, key, has, want));
+    }
+    return view.all_as_stored();
 }
 
 std::map<int64_t, TensorSet> saved_versions(const std::map<std::string, const Tensor*>& saved,

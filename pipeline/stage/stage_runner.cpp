@@ -640,7 +640,7 @@ bool StageRunner::save(const StageTask& task) {
     for (int i = 0; i < layout.size(); ++i) carried.emplace_back("weights." + layout[i].name, &state_.master[i]);
     carried.insert(carried.end(), state->begin(), state->end());
     const std::string dir = make_staging_dir(o_.save_dir, step);
-    const TensorFilePieces file = stage_state_pieces(carried, layout, versions_.older_versions());
+    const SafetensorsPieces file = stage_state_pieces(carried, layout, versions_.older_versions());
     if (kill_asked(KillPoint::checkpoint) && setup_.iteration_of_step(o_.kill_at_step) <= task.iteration)
         die_writing_half(dir + "/" + stage_file_name(stage_), file.joined());
     const CheckpointEntry entry = write_checkpoint_file(dir, stage_file_name(stage_), file.pieces());

@@ -125,7 +125,9 @@ void remove_stray_temporaries(const fs::path& dir) {
 
 }  // namespace
 
-std::string stage_file_name(int stage) { return fmt::format("stage_{}.bin", stage); }
+std::string stage_file_name(int stage, int64_t format) {
+    return fmt::format("stage_{}.{}", stage, format == 1 ? "bin" : "safetensors");
+}
 
 std::string make_staging_dir(const std::string& dir, int64_t step) {
     const fs::path p = fs::path(dir) / (step_name(step) + std::string(kStagingSuffix));
@@ -158,7 +160,7 @@ std::string write_manifest(const std::string& staging_dir, int64_t step, const s
                              json_quote(e.name), e.bytes, json_quote(e.sha256));
     const std::string text = fmt::format("{{\n  \"format\": {},\n  \"step\": {},\n  \"files\": [{}\n  ],\n  \"run\": {}\n}}\n",
                                          kCheckpointFormat, step, files, run_json);
-    parse_json(text, "the manifest being written");  // run_json must be JSON: never write a manifest we cannot read
+    read_json(text, "the manifest being written");  // run_json must be JSON: never write a manifest we cannot read
     if (at) at(SaveStep::manifest, manifest_path(staging_dir));
     write_file_atomically(manifest_path(staging_dir), text);
     const fs::path target = fs::path(staging_dir).parent_path() / step_name(step);
@@ -194,21 +196,19 @@ void check_file_size(const std::string& file, int64_t want_bytes) {
 
 LoadedCheckpoint read_checkpoint(const std::string& step_dir, const std::set<std::string>* only) {
     const std::string path = manifest_path(step_dir);
-    const JsonValue manifest = parse_json(read_whole_file(path), path);
-    const auto& top = manifest.object(path, "the manifest");
-    const int64_t format = json_field(top, "format", path).int64(path, "format");
-    if (format != kCheckpointFormat)
-        throw RuntimeError(fmt::format("'{}': field 'format' is {}, this nobubble reads format {}", path, format,
-                                       kCheckpointFormat));
-    LoadedCheckpoint c{step_dir, json_field(top, "step", path).int64(path, "step"), json_field(top, "run", path), {}};
-    json_field(top, "run", path).object(path, "run");
-    for (const JsonValue& f : json_field(top, "files", path).array(path, "files")) {
-        const auto& entry = f.object(path, "files[]");
-        const std::string& name = json_field(entry, "name", path).string(path, "name");
+    const Json top = read_json(read_whole_file(path), path);
+    const int64_t format = json_int64(json_at(top, "format", path), path, "format");
+    if (format < kOldestCheckpointFormat || format > kCheckpointFormat)
+        throw RuntimeError(fmt::format("'{}': field 'format' is {}, this nobubble reads formats {} to {}", path, format,
+                                       kOldestCheckpointFormat, kCheckpointFormat));
+    LoadedCheckpoint c{step_dir, json_int64(json_at(top, "step", path), path, "step"), format,
+                       json_object(json_at(top, "run", path), path, "run"), {}};
+    for (const Json& entry : json_array(json_at(top, "files", path), path, "files")) {
+        const std::string& name = json_string(json_at(entry, "name", path), path, "name");
         if (name.empty() || name.find('/') != std::string::npos || name == kManifest)
             throw RuntimeError(fmt::format("'{}': field 'name' is '{}', not a file of the checkpoint", path, name));
         const std::string file = (fs::path(step_dir) / name).string();
-        const int64_t want_bytes = json_field(entry, "bytes", path).int64(path, "bytes");
+        const int64_t want_bytes = json_int64(json_at(entry, "bytes", path), path, "bytes");
         if (only && !only->contains(name)) {
             check_file_size(file, want_bytes);
             continue;
@@ -217,7 +217,7 @@ LoadedCheckpoint read_checkpoint(const std::string& step_dir, const std::set<std
         if (static_cast<int64_t>(bytes.size()) != want_bytes)
             throw RuntimeError(fmt::format("'{}': {} bytes, the manifest's field 'bytes' says {} (truncated?)", file,
                                            bytes.size(), want_bytes));
-        const std::string& want_sha = json_field(entry, "sha256", path).string(path, "sha256");
+        const std::string& want_sha = json_string(json_at(entry, "sha256", path), path, "sha256");
         if (Sha256::hex_of(bytes.data(), bytes.size()) != want_sha)
             throw RuntimeError(fmt::format("'{}': its sha256 differs from the manifest's field 'sha256' (damaged)", file));
         if (!c.files.emplace(name, std::move(bytes)).second)

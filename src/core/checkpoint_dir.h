@@ -33,27 +33,31 @@
 #include <string_view>
 #include <vector>
 
-#include "src/core/json.h"
+#include "src/core/json_reader.h"
 
 namespace nb {
 
-inline constexpr int64_t kCheckpointFormat = 1;
+// The manifest's "format": 2 since the stage files are safetensors (stage_<s>.safetensors); format 1's stage files
+// were NBSTATE1 (stage_<s>.bin, src/core/tensor_file.h), still read.
+inline constexpr int64_t kCheckpointFormat = 2;
+inline constexpr int64_t kOldestCheckpointFormat = 1;
 
 // What the manifest records of one file.
 struct CheckpointEntry {
-    std::string name;  // within the step directory, e.g. "stage_1.bin"
+    std::string name;  // within the step directory, e.g. "stage_1.safetensors"
     int64_t bytes = 0;
     std::string sha256;
 };
 
-// "stage_<stage>.bin": the file of one stage in a step directory.
-std::string stage_file_name(int stage);
+// The file of one stage in a step directory of checkpoint format `format`: "stage_<stage>.safetensors" (format 2),
+// "stage_<stage>.bin" (format 1).
+std::string stage_file_name(int stage, int64_t format = kCheckpointFormat);
 
 // "DIR/step_<step>.saving", created (with DIR) when missing: where a save of `step` writes its files (see the top).
 std::string make_staging_dir(const std::string& dir, int64_t step);
 // Writes one file of a step directory atomically; what the manifest must say of it.
 CheckpointEntry write_checkpoint_file(const std::string& step_dir, const std::string& name, const std::string& bytes);
-// The same for a file given as pieces (a stage's tensors where they lie: src/core/tensor_file.h TensorFilePieces).
+// The same for a file given as pieces (a stage's tensors where they lie: src/core/safetensors.h SafetensorsPieces).
 CheckpointEntry write_checkpoint_file(const std::string& step_dir, const std::string& name,
                                       const std::vector<std::string_view>& pieces);
 // Test-only (the fault matrix's kill points inside a save, src/run/checkpoint.h): called as the manifest is about
@@ -76,7 +80,8 @@ std::string find_checkpoint(const std::string& path);
 struct LoadedCheckpoint {
     std::string step_dir;
     int64_t step = 0;
-    JsonValue run;                              // the run's own fields, as written
+    int64_t format = kCheckpointFormat;        // the manifest's: which stage files it has (stage_file_name)
+    Json run;                                  // the run's own fields, as written
     std::map<std::string, std::string> files;  // name -> bytes, every one checked against the manifest
 };
 // Reads and checks a complete checkpoint (see the top of this file). With `only`, reads and checks just those

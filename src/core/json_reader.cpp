@@ -50,11 +50,22 @@ private:
     std::vector<std::set<std::string>> keys_;  // of each object being read, innermost last
 };
 
+// A number is shown as written (1.5 where an integer is wanted), anything else by its kind.
 [[noreturn]] void wrong_kind(const Json& value, const std::string& source, std::string_view what, const char* wanted) {
-    fail(source, fmt::format("field '{}' is {}, not {}", what, value.type_name(), wanted));
+    fail(source, fmt::format("field '{}' is {}, not {}", what, value.is_number() ? value.dump() : json_kind(value),
+                             wanted));
 }
 
 }  // namespace
+
+const char* json_kind(const Json& value) {
+    if (value.is_null()) return "null";
+    if (value.is_boolean()) return "a boolean";
+    if (value.is_number()) return "a number";
+    if (value.is_string()) return "a string";
+    if (value.is_array()) return "an array";
+    return value.is_object() ? "an object" : "binary";
+}
 
 std::string printable(std::string_view text, size_t max_bytes) {
     std::string out;
@@ -77,10 +88,20 @@ Json read_json(std::string_view text, const std::string& source) {
 
 const Json& json_at(const Json& object, const std::string& key, const std::string& source) {
     if (!object.is_object())
-        fail(source, fmt::format("{} where a JSON object with '{}' was expected", object.type_name(), printable(key)));
+        fail(source, fmt::format("{} where a JSON object with '{}' was expected", json_kind(object), printable(key)));
     const auto it = object.find(key);
     if (it == object.end()) fail(source, fmt::format("no field '{}'", printable(key)));
     return *it;
+}
+
+const Json& json_object(const Json& value, const std::string& source, std::string_view what) {
+    if (!value.is_object()) wrong_kind(value, source, what, "an object");
+    return value;
+}
+
+const Json& json_array(const Json& value, const std::string& source, std::string_view what) {
+    if (!value.is_array()) wrong_kind(value, source, what, "an array");
+    return value;
 }
 
 const std::string& json_string(const Json& value, const std::string& source, std::string_view what) {
@@ -110,7 +131,7 @@ double json_number(const Json& value, const std::string& source, std::string_vie
 }
 
 bool json_bool(const Json& value, const std::string& source, std::string_view what) {
-    if (!value.is_boolean()) wrong_kind(value, source, what, "true or false");
+    if (!value.is_boolean()) wrong_kind(value, source, what, "a boolean");
     return value.get<bool>();
 }
 

@@ -24,11 +24,16 @@ Json read_json(std::string_view text, const std::string& source);
 const Json& json_at(const Json& object, const std::string& key, const std::string& source);
 
 // The value as that kind, or nb::RuntimeError "'SOURCE': field 'WHAT' is ..., not ..." naming what it is instead.
+const Json& json_object(const Json& value, const std::string& source, std::string_view what);
+const Json& json_array(const Json& value, const std::string& source, std::string_view what);
 const std::string& json_string(const Json& value, const std::string& source, std::string_view what);
 int64_t json_int64(const Json& value, const std::string& source, std::string_view what);  // an integer, no . or e
 uint64_t json_uint64(const Json& value, const std::string& source, std::string_view what);  // >= 0
 double json_number(const Json& value, const std::string& source, std::string_view what);
 bool json_bool(const Json& value, const std::string& source, std::string_view what);
+
+// What a value is, for an error line: "null", "a boolean", "a number", "a string", "an array", "an object".
+const char* json_kind(const Json& value);
 
 // Text from an untrusted file made fit for an error line: at most `max_bytes`, control bytes and bytes >= 0x80 as '?'.
 std::string printable(std::string_view text, size_t max_bytes = 200);

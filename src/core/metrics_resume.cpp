@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "src/core/error.h"
-#include "src/core/json.h"
+#include "src/core/json_reader.h"
 
 namespace nb {
 
@@ -29,14 +29,13 @@ struct RecordKey {
 // step.
 std::optional<RecordKey> record_key(std::string_view line) {
     try {
-        const JsonValue value = parse_json(line, "metrics line");
+        const Json value = read_json(line, "metrics line");
         if (!value.is_object()) return std::nullopt;
-        const JsonValue::Object& fields = value.object("metrics line", "");
-        const auto step = fields.find("step");
-        if (step == fields.end() || !step->second.is_number()) return std::nullopt;
-        RecordKey key{step->second.int64("metrics line", "step"), std::nullopt};
-        if (const auto e = fields.find("elapsed_s"); e != fields.end() && e->second.is_number())
-            key.elapsed_s = e->second.number("metrics line", "elapsed_s");
+        const auto step = value.find("step");
+        if (step == value.end() || !step->is_number()) return std::nullopt;
+        RecordKey key{json_int64(*step, "metrics line", "step"), std::nullopt};
+        if (const auto e = value.find("elapsed_s"); e != value.end() && e->is_number())
+            key.elapsed_s = json_number(*e, "metrics line", "elapsed_s");
         return key;
     } catch (const RuntimeError&) {
         return std::nullopt;  // not one of ours: it stays

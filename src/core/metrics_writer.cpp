@@ -9,9 +9,20 @@
 #include <fmt/format.h>
 
 #include "src/core/error.h"
-#include "src/core/json.h"
 
 namespace nb {
+
+namespace {
+
+// JSON's two-character escapes but \/ (RFC 8259 section 7): a character and the letter written for it after a
+// backslash.
+struct JsonShortEscape {
+    char c, letter;
+};
+constexpr JsonShortEscape kJsonShortEscapes[] = {{'"', '"'},  {'\\', '\\'}, {'\n', 'n'}, {'\r', 'r'},
+                                                 {'\t', 't'}, {'\b', 'b'},   {'\f', 'f'}};
+
+}  // namespace
 
 std::string json_quote(std::string_view s) {
     std::string out;

@@ -60,18 +60,18 @@ public:
     }
 
     std::map<std::string, std::string> metadata(const Json& value) const {
-        if (!value.is_object()) fail(fmt::format("'__metadata__' is {}, not an object of strings", value.type_name()));
+        if (!value.is_object()) fail(fmt::format("'__metadata__' is {}, not an object of strings", json_kind(value)));
         std::map<std::string, std::string> out;
         for (const auto& [key, text] : value.items()) {
             if (!text.is_string())
-                fail(fmt::format("'__metadata__' field '{}' is {}, not a string", printable(key), text.type_name()));
+                fail(fmt::format("'__metadata__' field '{}' is {}, not a string", printable(key), json_kind(text)));
             out.emplace(key, text.get<std::string>());
         }
         return out;
     }
 
     SafetensorsEntry entry(const std::string& name, const Json& info) const {
-        if (!info.is_object()) fail(name, fmt::format("is {}, not an object", info.type_name()));
+        if (!info.is_object()) fail(name, fmt::format("is {}, not an object", json_kind(info)));
         SafetensorsEntry e{name, dtype(name, info), {}, 0, 0, {}};
         const uint64_t numel = shape(name, info, e.shape);
         offsets(name, info, e);
@@ -98,14 +98,14 @@ private:
             for (const DTypeName& d : kDTypes)
                 if (value.get_ref<const std::string&>() == d.name) return d.dtype;
         const std::string shown =
-            value.is_string() ? "'" + printable(value.get<std::string>()) + "'" : std::string(value.type_name());
+            value.is_string() ? fmt::format("'{}'", printable(value.get<std::string>())) : json_kind(value);
         fail(name, fmt::format("has dtype {}, which nobubble does not read (F32, BF16, F16, I32)", shown));
     }
 
     // The element count; the shape into `shape`. Bounded by the data size as it goes, so it cannot overflow.
     uint64_t shape(const std::string& name, const Json& info, Shape& shape) const {
         const Json& dims = field(name, info, "shape");
-        if (!dims.is_array()) fail(name, fmt::format("has a shape that is {}, not an array", dims.type_name()));
+        if (!dims.is_array()) fail(name, fmt::format("has a shape that is {}, not an array", json_kind(dims)));
         uint64_t numel = 1;
         bool bounded = true;  // numel <= data_bytes_ + 1
         for (const Json& dim : dims) {
@@ -258,12 +258,15 @@ SafetensorsView parse_safetensors(std::string_view bytes, const std::string& sou
     return view;
 }
 
-std::vector<NamedTensor> decode_safetensors(std::string_view bytes, const std::string& source) {
-    const SafetensorsView view = parse_safetensors(bytes, source);
+std::vector<NamedTensor> SafetensorsView::all_as_stored() const {
     std::vector<NamedTensor> out;
-    out.reserve(view.tensors.size());
-    for (const SafetensorsEntry& e : view.tensors) out.push_back({e.name, view.as_stored(e)});
+    out.reserve(tensors.size());
+    for (const SafetensorsEntry& e : tensors) out.push_back({e.name, as_stored(e)});
     return out;
+}
+
+std::vector<NamedTensor> decode_safetensors(std::string_view bytes, const std::string& source) {
+    return parse_safetensors(bytes, source).all_as_stored();
 }
 
 SafetensorsPieces::SafetensorsPieces(const std::vector<std::pair<std::string, const Tensor*>>& tensors,

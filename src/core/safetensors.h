@@ -50,12 +50,13 @@ struct SafetensorsView {
     // tensor type here). As float32: F32 as is, BF16 and F16 widened exactly (nb::RuntimeError for I32).
     Tensor as_stored(const SafetensorsEntry& entry) const;
     Tensor as_f32(const SafetensorsEntry& entry) const;
+    std::vector<NamedTensor> all_as_stored() const;  // every tensor, in data order
 };
 
 // `bytes` (a file's contents, held or mapped) checked and parsed, or nb::RuntimeError naming `source`.
 SafetensorsView parse_safetensors(std::string_view bytes, const std::string& source);
 
-// Every tensor as stored, in data order (parse_safetensors, then as_stored for each).
+// Every tensor as stored, in data order (parse_safetensors(...).all_as_stored()).
 std::vector<NamedTensor> decode_safetensors(std::string_view bytes, const std::string& source);
 
 // A safetensors file as the pieces it is made of, in order, without copying the tensors' data: the header, then

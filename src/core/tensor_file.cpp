@@ -105,50 +105,25 @@ NamedTensor read_one(Reader& r, size_t index) {
 
 }  // namespace
 
-TensorFilePieces::TensorFilePieces(const std::vector<std::pair<std::string, const Tensor*>>& tensors) {
+std::string encode_named_tensors(const std::vector<std::pair<std::string, const Tensor*>>& tensors) {
     std::set<std::string_view> names;
-    for (const auto& [name, tensor] : tensors) {  // every check before the first copy from a device
+    std::string out(kMagic);
+    put<uint64_t>(out, tensors.size());
+    for (const auto& [name, tensor] : tensors) {
         if (name.empty() || name.size() > kMaxNameBytes || !names.insert(name).second)
             throw std::invalid_argument(fmt::format("encode_named_tensors: bad or duplicate name '{}'", name));
-        if (tensor == nullptr || !tensor->defined() || tensor->rank() > kMaxRank)
-            throw std::invalid_argument(fmt::format("encode_named_tensors: tensor '{}' is undefined or of rank > {}",
-                                                    name, kMaxRank));
+        if (tensor == nullptr || !tensor->defined() || tensor->device() != Device::cpu || tensor->rank() > kMaxRank)
+            throw std::invalid_argument(fmt::format("encode_named_tensors: tensor '{}' is undefined, not on the "
+                                                    "host or of rank > {}", name, kMaxRank));
+        put<uint32_t>(out, static_cast<uint32_t>(name.size()));
+        out += name;
+        put<uint8_t>(out, code_of(tensor->dtype()));
+        put<uint8_t>(out, static_cast<uint8_t>(tensor->rank()));
+        for (int64_t d : tensor->shape()) put<int64_t>(out, d);
+        put<uint64_t>(out, tensor->bytes());
+        if (tensor->bytes() > 0) out.append(static_cast<const char*>(tensor->data()), tensor->bytes());
     }
-    headers_.reserve(tensors.size() + 1);
-    std::string& top = headers_.emplace_back(kMagic);
-    put<uint64_t>(top, tensors.size());
-    for (const auto& [name, tensor] : tensors) {
-        const Tensor* host = tensor;
-        if (tensor->device() != Device::cpu) host = &host_copies_.emplace_back(tensor->to(Device::cpu));
-        std::string& header = headers_.emplace_back();
-        put<uint32_t>(header, static_cast<uint32_t>(name.size()));
-        header += name;
-        put<uint8_t>(header, code_of(host->dtype()));
-        put<uint8_t>(header, static_cast<uint8_t>(host->rank()));
-        for (int64_t d : host->shape()) put<int64_t>(header, d);
-        put<uint64_t>(header, host->bytes());
-    }
-    // The views last, once no header and no host copy moves any more.
-    pieces_.push_back(headers_[0]);
-    size_t copy = 0;
-    for (size_t i = 0; i < tensors.size(); ++i) {
-        const Tensor* tensor = tensors[i].second;
-        const Tensor& host = tensor->device() == Device::cpu ? *tensor : host_copies_[copy++];
-        pieces_.push_back(headers_[i + 1]);
-        pieces_.emplace_back(static_cast<const char*>(host.data()), host.bytes());
-    }
-    for (const std::string_view piece : pieces_) bytes_ += piece.size();
-}
-
-std::string TensorFilePieces::joined() const {
-    std::string out;
-    out.reserve(bytes_);
-    for (const std::string_view piece : pieces_) out += piece;
     return out;
-}
-
-std::string encode_named_tensors(const std::vector<std::pair<std::string, const Tensor*>>& tensors) {
-    return TensorFilePieces(tensors).joined();
 }
 
 std::vector<NamedTensor> decode_named_tensors(std::string_view bytes, const std::string& source) {

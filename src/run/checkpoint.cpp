@@ -122,9 +122,9 @@ std::string run_json(const TrainOptions& options, const SavedRun& saved) {
 }
 
 // The saved identity against this run's: the first field that differs, with both values.
-void check_identity(const JsonValue::Object& saved, const TrainOptions& options, const std::string& source) {
+void check_identity(const Json& saved, const TrainOptions& options, const std::string& source) {
     for (const auto& [key, value] : identity_of(options)) {
-        const std::string& was = json_field(saved, key, source).string(source, key);
+        const std::string& was = json_string(json_at(saved, key, source), source, key);
         if (was != value)
             throw RuntimeError(fmt::format("'{}': field 'identity.{}' is '{}' there, '{}' in this run: resuming would "
                                            "not continue the saved run",
@@ -140,13 +140,12 @@ void data_differs(const TrainOptions& options, const std::string& source, const 
     notes.push_back("--allow-data-change: " + problem + "; resuming on this run's data");
 }
 
-std::vector<DataFileFingerprint> saved_files(const JsonValue& list, const std::string& source) {
+std::vector<DataFileFingerprint> saved_files(const Json& list, const std::string& source) {
     std::vector<DataFileFingerprint> files;
-    for (const JsonValue& v : list.array(source, "data_files")) {
-        const auto& f = v.object(source, "data_files[]");
-        files.push_back({json_field(f, "path", source).string(source, "path"),
-                         json_field(f, "bytes", source).int64(source, "bytes"),
-                         json_field(f, "fingerprint", source).string(source, "fingerprint")});
+    for (const Json& f : json_array(list, source, "data_files")) {
+        files.push_back({json_string(json_at(f, "path", source), source, "path"),
+                         json_int64(json_at(f, "bytes", source), source, "bytes"),
+                         json_string(json_at(f, "fingerprint", source), source, "fingerprint")});
     }
     return files;
 }
@@ -154,13 +153,13 @@ std::vector<DataFileFingerprint> saved_files(const JsonValue& list, const std::s
 // The data against the checkpoint's: the same number of files, and each the same size and fingerprint as the saved
 // file in its place, whatever its path. A checkpoint written before fingerprints (no "data_files") has only the
 // paths as spelt then, in its identity: those must match, as they had to then.
-void check_data(const JsonValue::Object& run, const TrainOptions& options, const std::string& source,
+void check_data(const Json& run, const TrainOptions& options, const std::string& source,
                 std::vector<std::string>& notes) {
     const auto it = run.find("data_files");
     if (it == run.end()) {
-        const auto& id = json_field(run, "identity", source).object(source, "identity");
+        const Json& id = json_object(json_at(run, "identity", source), source, "identity");
         for (const auto& [flag, key] : {std::pair{"--data", "data"}, std::pair{"--val-data", "val_data"}}) {
-            const std::string& was = json_field(id, key, source).string(source, key);
+            const std::string& was = json_string(json_at(id, key, source), source, key);
             const std::string& now = flag == std::string("--data") ? options.data_path : options.val_data_path;
             if (was != now)
                 data_differs(options, source, fmt::format("{} is '{}', the checkpoint (written before data "
@@ -168,9 +167,9 @@ void check_data(const JsonValue::Object& run, const TrainOptions& options, const
         }
         return;
     }
-    const auto& saved = it->second.object(source, "data_files");
+    const Json& saved = json_object(*it, source, "data_files");
     for (const auto& [flag, path] : data_flags(options)) {
-        const std::vector<DataFileFingerprint> was = saved_files(json_field(saved, flag, source), source);
+        const std::vector<DataFileFingerprint> was = saved_files(json_at(saved, flag, source), source);
         const std::vector<DataFileFingerprint>& now = data_files_of(path);
         if (was.size() != now.size()) {
             data_differs(options, source, fmt::format("{} matches {} files, the checkpoint was saved with {}", flag,
@@ -189,34 +188,32 @@ void check_data(const JsonValue::Object& run, const TrainOptions& options, const
     }
 }
 
-int64_t int_field(const JsonValue::Object& o, const char* key, const std::string& source) {
-    return json_field(o, key, source).int64(source, key);
+int64_t int_field(const Json& o, const char* key, const std::string& source) {
+    return json_int64(json_at(o, key, source), source, key);
 }
 
-std::vector<StageSpec> read_cut(const JsonValue::Object& run, const std::string& source) {
+std::vector<StageSpec> read_cut(const Json& run, const std::string& source) {
     std::vector<StageSpec> cut;
-    for (const JsonValue& v : json_field(run, "cut", source).array(source, "cut")) {
-        const auto& s = v.object(source, "cut[]");
+    for (const Json& s : json_array(json_at(run, "cut", source), source, "cut")) {
         cut.push_back({int_field(s, "first_block", source), int_field(s, "end_block", source),
-                       json_field(s, "embedding", source).boolean(source, "embedding"),
-                       json_field(s, "head", source).boolean(source, "head")});
+                       json_bool(json_at(s, "embedding", source), source, "embedding"),
+                       json_bool(json_at(s, "head", source), source, "head")});
     }
     return cut;
 }
 
 SavedRun read_saved_run(const LoadedCheckpoint& c, const std::string& source) {
-    const auto& run = c.run.object(source, "run");
+    const Json& run = c.run;
     SavedRun saved;
     saved.step = c.step;
     saved.cut = read_cut(run, source);
-    for (const JsonValue& v : json_field(run, "steps_taken", source).array(source, "steps_taken"))
-        saved.steps_taken.push_back(v.int64(source, "steps_taken"));
-    const auto& data = json_field(run, "data", source).object(source, "data");
+    for (const Json& v : json_array(json_at(run, "steps_taken", source), source, "steps_taken"))
+        saved.steps_taken.push_back(json_int64(v, source, "steps_taken"));
+    const Json& data = json_object(json_at(run, "data", source), source, "data");
     saved.data = {static_cast<uint64_t>(int_field(data, "epoch", source)),
                   static_cast<uint64_t>(int_field(data, "index", source))};
     // The run's clock: absent from checkpoints written before it was kept (they restart it at 0).
-    if (const auto it = run.find("elapsed_s"); it != run.end())
-        saved.elapsed_s = it->second.number(source, "elapsed_s");
+    if (const auto it = run.find("elapsed_s"); it != run.end()) saved.elapsed_s = json_number(*it, source, "elapsed_s");
     const int64_t stages = int_field(run, "stages", source);
     if (saved.cut.empty() || static_cast<int64_t>(saved.cut.size()) != stages ||
         saved.steps_taken.size() != saved.cut.size())
@@ -308,9 +305,9 @@ ResumePoint read_resume_point(const TrainOptions& options, const std::vector<Sta
     const std::set<std::string> none;
     const LoadedCheckpoint c = read_checkpoint(find_checkpoint(options.load_path), &none);
     const std::string source = c.step_dir + "/manifest.json";
-    const auto& run = c.run.object(source, "run");
-    check_identity(json_field(run, "identity", source).object(source, "identity"), options, source);
-    ResumePoint r{c.step_dir, read_saved_run(c, source), {}};
+    const Json& run = c.run;
+    check_identity(json_object(json_at(run, "identity", source), source, "identity"), options, source);
+    ResumePoint r{c.step_dir, c.format, read_saved_run(c, source), {}};
     check_data(run, options, source, r.notes);
     check_stage_count(options, r.saved, cut, source);
     if (r.saved.step < 0 || r.saved.step > options.train_iters)
@@ -325,7 +322,7 @@ StageFiles read_stage_files(const ResumePoint& resume, const StageSpec& stage) {
     std::set<int64_t> steps;
     for (size_t s = 0; s < resume.saved.cut.size(); ++s)
         if (overlaps(resume.saved.cut[s], stage)) {
-            wanted.insert(stage_file_name(static_cast<int>(s)));
+            wanted.insert(stage_file_name(static_cast<int>(s), resume.format));
             steps.insert(resume.saved.steps_taken[s]);
         }
     if (steps.size() != 1)
@@ -338,7 +335,7 @@ StageFiles read_stage_files(const ResumePoint& resume, const StageSpec& stage) {
         const std::string file = resume.step_dir + "/" + name;
         const auto it = c.files.find(name);
         if (it == c.files.end()) throw RuntimeError(fmt::format("'{}': lists no {}", manifest, name));
-        out.files.push_back(decode_named_tensors(it->second, file));
+        out.files.push_back(decode_stage_file(it->second, file, resume.format));
         out.source += (out.source.empty() ? "" : ", ") + file;
     }
     out.by_name = tensors_by_name(out.files, out.source);

@@ -37,7 +37,7 @@
 #include "pipeline/stage/stage_state.h"
 #include "src/core/checkpoint_dir.h"
 #include "src/core/save_dir_lock.h"
-#include "src/core/tensor_file.h"
+#include "src/core/named_tensor.h"
 #include "src/data/batch_loader.h"
 #include "src/plan/run_plan.h"
 
@@ -72,6 +72,7 @@ void complete_checkpoint(const TrainOptions& options, const std::string& staging
 // file and the field.
 struct ResumePoint {
     std::string step_dir;
+    int64_t format = kCheckpointFormat;  // the manifest's (src/core/checkpoint_dir.h): which stage files it has
     SavedRun saved;
     std::vector<std::string> notes;  // lines for the log: with --allow-data-change, how the data differs
 };

@@ -64,13 +64,13 @@ CheckpointTiming time_checkpoint(Ops& ops, const ModelConfig& model, const std::
             std::min(t.save_s, seconds_of([&] { save_one_stage(save_plan.options, r, 0.0, stage, {}, sink.f); }));
         const std::string step_dir = (fs::path(dir) / fmt::format("step_{}", r)).string();
         for (const auto& entry : fs::directory_iterator(step_dir)) drop_from_page_cache(entry.path().string());
-        t.file_bytes = static_cast<int64_t>(fs::file_size(fs::path(step_dir) / "stage_0.bin"));
+        t.file_bytes = static_cast<int64_t>(fs::file_size(fs::path(step_dir) / stage_file_name(0)));
         const RunPlan load_plan = bench_plan(model, ops.device(), dir, step_dir);
         t.load_s = std::min(t.load_s, seconds_of([&] { load_one_stage(load_plan.options, stage, sink.f); }));
         fs::remove_all(step_dir);
 
         const auto t0 = std::chrono::steady_clock::now();
-        const TensorFilePieces file = stage_state_pieces(stage);
+        const SafetensorsPieces file = stage_state_pieces(stage);
         t.encode_s = std::min(t.encode_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         t.sha256_s = std::min(t.sha256_s, seconds_of([&] { Sha256::hex_of(file.pieces()); }));
         const std::string plain = (fs::path(dir) / "plain_write.bin").string();

@@ -60,12 +60,12 @@ expect_error 1 "field 'identity.model.hidden_size' is '64' there, '96' in this r
 expect_error 1 "field 'identity.--weight-decay' is '0.1' there, '0.2' in this run" \
   "$NB" train "${FLAGS[@]}" --weight-decay 0.2 --load "$CK"
 cp -r "$CK" "$WORK/truncated"
-head -c 1000 "$CK/step_3/stage_0.bin" >"$WORK/truncated/step_3/stage_0.bin"
-expect_error 1 "truncated/step_3/stage_0.bin': 1000 bytes, the manifest's field 'bytes' says" \
+head -c 1000 "$CK/step_3/stage_0.safetensors" >"$WORK/truncated/step_3/stage_0.safetensors"
+expect_error 1 "truncated/step_3/stage_0.safetensors': 1000 bytes, the manifest's field 'bytes' says" \
   "$NB" train "${FLAGS[@]}" --load "$WORK/truncated"
 cp -r "$CK" "$WORK/flipped"
-printf 'X' | dd of="$WORK/flipped/step_3/stage_0.bin" bs=1 seek=5000 conv=notrunc status=none
-expect_error 1 "flipped/step_3/stage_0.bin': its sha256 differs from the manifest's field 'sha256'" \
+printf 'X' | dd of="$WORK/flipped/step_3/stage_0.safetensors" bs=1 seek=5000 conv=notrunc status=none
+expect_error 1 "flipped/step_3/stage_0.safetensors': its sha256 differs from the manifest's field 'sha256'" \
   "$NB" train "${FLAGS[@]}" --load "$WORK/flipped"
 rm "$WORK/flipped/step_3/manifest.json"
 expect_error 1 "no complete checkpoint there" "$NB" train "${FLAGS[@]}" --load "$WORK/flipped"

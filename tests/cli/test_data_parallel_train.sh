@@ -76,8 +76,9 @@ run_logged 120 z_full "${MPI[@]}" -np 4 "$NB" train "${Z[@]}"
 run_logged 120 z_part1 "${MPI[@]}" -np 4 "$NB" train "${Z[@]}" --use-distributed-optimizer --save "$WORK/ckz" \
   --save-interval 2 --exit-interval 2
 run_logged 120 u_part1 "${MPI[@]}" -np 4 "$NB" train "${Z[@]}" --save "$WORK/cku" --save-interval 2 --exit-interval 2
-cmp -s "$WORK/ckz/step_2/stage_0.bin" "$WORK/cku/step_2/stage_0.bin" && cmp -s "$WORK/ckz/step_2/stage_1.bin" \
-  "$WORK/cku/step_2/stage_1.bin" && pass "sharded: the checkpoint files are the unsharded run's, byte for byte" \
+cmp -s "$WORK/ckz/step_2/stage_0.safetensors" "$WORK/cku/step_2/stage_0.safetensors" &&
+  cmp -s "$WORK/ckz/step_2/stage_1.safetensors" "$WORK/cku/step_2/stage_1.safetensors" &&
+  pass "sharded: the checkpoint files are the unsharded run's, byte for byte" \
   || fail "sharded and unsharded checkpoint files differ"
 run_logged 120 z_part2 "${MPI[@]}" -np 4 "$NB" train "${Z[@]}" --use-distributed-optimizer --load "$WORK/ckz"
 same_state "sharded: stopped after 2, resumed sharded" "$WORK/z_full.log" "$WORK/z_part2.log"

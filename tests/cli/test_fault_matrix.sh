@@ -77,7 +77,7 @@ for rank in 0 1 2; do
     fault_case "kill_rank${rank}_$point" --kill-at-step 5 --kill-rank "$rank" --kill-during "$point"
   done
   # The half-written file: its step's staging folder has no manifest, and only the temporary name is there.
-  ls "$WORK/ck_kill_rank${rank}_checkpoint/step_6.saving/" 2>/dev/null | grep -q "stage_$rank.bin.tmp" \
+  ls "$WORK/ck_kill_rank${rank}_checkpoint/step_6.saving/" 2>/dev/null | grep -q "stage_$rank.safetensors.tmp" \
     && [ ! -f "$WORK/ck_kill_rank${rank}_checkpoint/step_6.saving/manifest.json" ] \
     && [ ! -e "$WORK/ck_kill_rank${rank}_checkpoint/step_6" ] \
     && pass "rank $rank killed mid-write: step_6.saving has its temporary file and no manifest, no step_6" \

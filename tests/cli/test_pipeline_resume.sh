@@ -86,9 +86,10 @@ if [ "$HAVE_MPI" = 1 ]; then
   same_state "mpirun -np 3: pipedream+adan stopped in one process, resumed under mpirun" \
     "$WORK/full_pipedream_adan.log" "$WORK/mpi_res_pd.log"
   cp -r "$WORK/m" "$WORK/m_bad"
-  printf 'X' | dd of="$WORK/m_bad/step_5/stage_2.bin" bs=1 seek=3000 conv=notrunc status=none
+  printf 'X' | dd of="$WORK/m_bad/step_5/stage_2.safetensors" bs=1 seek=3000 conv=notrunc status=none
   before=$(ls -R "$WORK/m_bad" | md5sum)
-  expect_mpi_failure damaged 3 "rank 2 (stage 2): '.*m_bad/step_5/stage_2.bin': its sha256 differs from the manifest's field 'sha256'" \
+  expect_mpi_failure damaged 3 \
+    "rank 2 (stage 2): '.*m_bad/step_5/stage_2.safetensors': its sha256 differs from the manifest's field 'sha256'" \
     "${FLAGS[@]}" "${M[@]}" --load "$WORK/m_bad" --save "$WORK/m_bad" --save-interval 1
   [ "$(ls -R "$WORK/m_bad" | md5sum)" = "$before" ] && pass "a damaged checkpoint: nothing was written" \
     || fail "the damaged checkpoint's directory changed"

@@ -7,13 +7,11 @@
 #include <random>
 #include <string>
 
-#include "pipeline/schedule/pipeline_setup.h"
 #include "pipeline/stage/stage_checkpoint.h"
 #include "src/core/atomic_file.h"
 #include "src/core/error.h"
 #include "src/run/checkpoint.h"
-#include "src/run/pipeline_driver.h"
-#include "tests/unit/pipeline_test_util.h"
+#include "tests/unit/saved_checkpoint.h"
 #include "tests/unit/test_util.h"
 
 namespace nb {
@@ -59,12 +57,7 @@ std::string damage(const std::string& good, std::mt19937_64& rng, int kind) {
 
 TEST_CASE("checkpoint reader: random damage to a manifest is an error naming the checkpoint, never a crash (2000 cases)") {
     test::TempDir dir;
-    const std::string corpus = test::write_corpus(dir);
-    TrainOptions o = test::pipeline_run(corpus, "2bw", 2, 3, 3, {3, 32, 48, 16});
-    o.save_dir = dir.file("ck");
-    o.save_interval = 2;
-    test::NullLog log;
-    run_in_process(make_pipeline_setup(make_run_plan(o)), nullptr, log.f);
+    const TrainOptions o = test::run_saving_checkpoints(dir, "2bw", 3);
     const std::string step_dir = dir.file("ck/step_2"), manifest = step_dir + "/manifest.json";
     const std::string good = read_whole_file(manifest);
 

@@ -161,9 +161,9 @@ TEST_CASE("safetensors: each kind of bad header is one error naming the file and
     CHECK(error_of(R"({"a":{"dtype":"F32","shape":[2]}})", d8) == "'f.safetensors': tensor 'a' has no 'data_offsets'");
     CHECK(error_of(R"({"a":{)" + t8 + "[0]}}", d8) ==
           "'f.safetensors': tensor 'a' has data_offsets [0], not [begin, end]");
-    CHECK(error_of(R"({"a":[]})", "") == "'f.safetensors': tensor 'a' is array, not an object");
+    CHECK(error_of(R"({"a":[]})", "") == "'f.safetensors': tensor 'a' is an array, not an object");
     CHECK(error_of(R"({"__metadata__":{"k":1}})", "") ==
-          "'f.safetensors': '__metadata__' field 'k' is number, not a string");
+          "'f.safetensors': '__metadata__' field 'k' is a number, not a string");
     // The tensors together: they cover the data exactly.
     CHECK(error_of(R"({"a":{)" + t8 + R"([0,8]},"b":{)" + t8 + "[4,12]}}", std::string(12, '\0')) ==
           "'f.safetensors': tensor 'b' (bytes 4 to 12) overlaps tensor 'a' (bytes 0 to 8)");

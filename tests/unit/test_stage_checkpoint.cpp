@@ -1,7 +1,8 @@
 // A stage's carried state through its checkpoint file (pipeline/stage/stage_checkpoint.h): for every optimizer (with
 // ef's buffer), a stage restored from the file continues bit for bit as the stage that wrote it; a checkpoint
 // of one cut restores a stage of another (the names are per parameter); a file of another model or optimizer is
-// an error naming the tensor, and leaves the stage as it was.
+// an error naming the tensor, and leaves the stage as it was. The file is safetensors with the stage file's
+// metadata; checkpoint format 1's NBSTATE1 file still restores the same state.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 
 #include "model/partition.h"
 #include "pipeline/stage/stage_checkpoint.h"
+#include "src/core/tensor_file.h"
 #include "src/run/backend.h"
 #include "tests/unit/pipeline_test_util.h"
 #include "tests/unit/test_util.h"
@@ -52,6 +54,14 @@ TrainOptions options(const std::string& data, const std::string& optimizer) {
     return o;
 }
 
+// An AdamW stage of the whole model after one step.
+struct AdamwStage {
+    test::TempDir dir;
+    TrainOptions o = options(test::write_corpus(dir), "adamw");
+    StageState stage{o, whole_model_spec(o.model), Device::cpu};
+    AdamwStage() { step(*make_ops(Device::cpu), stage, 0); }
+};
+
 }  // namespace
 
 TEST_CASE("stage checkpoint: every optimizer's stage, restored, continues bit for bit") {
@@ -67,7 +77,7 @@ TEST_CASE("stage checkpoint: every optimizer's stage, restored, continues bit fo
         for (const StageSpec& spec : cut) {
             ran.push_back(std::make_unique<StageState>(o, spec, Device::cpu));
             for (int64_t t = 0; t < 3; ++t) step(*ops, *ran.back(), t);
-            files.push_back(decode_named_tensors(encode_stage_state(*ran.back()), "stage file"));
+            files.push_back(decode_stage_file(encode_stage_state(*ran.back()), "stage file"));
         }
         const auto saved = tensors_by_name(files, "ckpt");
         for (size_t s = 0; s < cut.size(); ++s) {
@@ -91,21 +101,18 @@ TEST_CASE("stage checkpoint: every optimizer's stage, restored, continues bit fo
 }
 
 TEST_CASE("stage checkpoint: another model or optimizer is an error naming the tensor, and changes nothing") {
-    test::TempDir dir;
-    const std::string data = test::write_corpus(dir);
-    std::unique_ptr<Ops> ops = make_ops(Device::cpu);
-    const TrainOptions o = options(data, "adamw");
-    StageState written(o, whole_model_spec(o.model), Device::cpu);
-    step(*ops, written, 0);
-    const std::vector<std::vector<NamedTensor>> files{decode_named_tensors(encode_stage_state(written), "f")};
-    const auto saved = tensors_by_name(files, "step_1/stage_0.bin");  // points into `files`
+    AdamwStage w;
+    const TrainOptions& o = w.o;
+    StageState& written = w.stage;
+    const std::vector<std::vector<NamedTensor>> files{decode_stage_file(encode_stage_state(written), "f")};
+    const auto saved = tensors_by_name(files, "step_1/stage_0.safetensors");  // points into `files`
 
     TrainOptions wider = o;
     wider.model.ffn_hidden_size = 64;
     StageState other(wider, whole_model_spec(wider.model), Device::cpu);
     StageState before(wider, whole_model_spec(wider.model), Device::cpu);
-    CHECK(test::runtime_error([&] { restore_stage_state(other, saved, 1, "step_1/stage_0.bin"); })
-              .find("'step_1/stage_0.bin': tensor 'weights.layers.0.mlp.") == 0);
+    CHECK(test::runtime_error([&] { restore_stage_state(other, saved, 1, "step_1/stage_0.safetensors"); })
+              .find("'step_1/stage_0.safetensors': tensor 'weights.layers.0.mlp.") == 0);
     CHECK(same_state(other, before));  // nothing changed
 
     // Muon keeps state AdamW has no name for. (Lion's momentum is named exp_avg like AdamW's first moment: the
@@ -117,6 +124,30 @@ TEST_CASE("stage checkpoint: another model or optimizer is an error naming the t
               .find("'ckpt': no tensor 'momentum_buffer.") == 0);
     CHECK(test::runtime_error([&] { tensors_by_name({files[0], files[0]}, "ckpt"); }).find("is in two stage files") !=
           std::string::npos);
+}
+
+TEST_CASE("stage checkpoint: a format-1 file (NBSTATE1) restores the same state; another file is refused by name") {
+    AdamwStage w;
+    const TrainOptions& o = w.o;
+    StageState& written = w.stage;
+    const std::vector<NamedTensor> current = decode_stage_file(encode_stage_state(written), "f.safetensors");
+    std::vector<std::pair<std::string, const Tensor*>> refs;
+    for (const NamedTensor& t : current) refs.emplace_back(t.name, &t.tensor);
+    const std::string old_file = encode_named_tensors(refs);
+
+    const std::vector<std::vector<NamedTensor>> files{decode_stage_file(old_file, "f.bin", 1)};
+    StageState restored(o, whole_model_spec(o.model), Device::cpu);
+    restore_stage_state(restored, tensors_by_name(files, "f.bin"), written.optimizer.steps_taken(), "f.bin");
+    CHECK(same_state(written, restored));
+
+    CHECK(test::runtime_error([&] { decode_stage_file(encode_safetensors(refs), "x.safetensors"); }) ==
+          "'x.safetensors': not a stage file this nobubble reads: its __metadata__ 'format' is absent, not "
+          "'nobubble-stage-state'");
+    const std::string version_9 = encode_safetensors(refs, {{"format", "nobubble-stage-state"}, {"version", "9"}});
+    CHECK(test::runtime_error([&] { decode_stage_file(version_9, "x.safetensors"); }) ==
+          "'x.safetensors': not a stage file this nobubble reads: its __metadata__ 'version' is '9', not '1'");
+    CHECK(test::runtime_error([&] { decode_stage_file(old_file, "x.safetensors"); })
+              .find("'x.safetensors': not a safetensors file") == 0);
 }
 
 }  // namespace nb

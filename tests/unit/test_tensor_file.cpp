@@ -1,4 +1,5 @@
-// The checkpoint's building blocks (src/core/tensor_file.h, src/core/atomic_file.h): named tensors round-trip
+// The checkpoint's building blocks (src/core/tensor_file.h, format 1's stage file, read for older checkpoints;
+// src/core/atomic_file.h): named tensors round-trip
 // bit for bit; every way a file can be damaged is an nb::RuntimeError naming the file, never a crash or a read
 // outside the bytes (a bounded randomized search over bit flips, truncations and random bytes); a file written
 // atomically is either the old one or the new one.
@@ -93,34 +94,6 @@ TEST_CASE("atomic file: the target holds the old bytes or the new, no temporary 
           0);
     CHECK(runtime_error([&] { read_whole_file(missing); }) ==
           "cannot open '" + missing + "': No such file or directory");
-}
-
-}  // namespace nb
-
-namespace nb {
-
-TEST_CASE("tensor file pieces: the tensors' data is viewed where it lies, and the pieces join to the file") {
-    const Sample s;
-    const auto named = s.named();
-    const TensorFilePieces file(named);
-    REQUIRE(file.pieces().size() == 1 + 2 * named.size());  // the top header, then header and data per tensor
-    size_t bytes = 0;
-    for (const std::string_view piece : file.pieces()) bytes += piece.size();
-    CHECK(file.bytes() == bytes);
-    for (size_t i = 0; i < named.size(); ++i) {
-        const std::string_view data = file.pieces()[2 + 2 * i];
-        CHECK(static_cast<const void*>(data.data()) == named[i].second->data());  // no copy
-        CHECK(data.size() == named[i].second->bytes());
-    }
-    const std::string joined = file.joined();
-    CHECK(joined == encode_named_tensors(named));
-    const auto back = decode_named_tensors(joined, "pieces");
-    REQUIRE(back.size() == named.size());
-    for (size_t i = 0; i < back.size(); ++i) CHECK(same_bits(back[i].tensor, *named[i].second));
-    // A file given as pieces is written as their concatenation.
-    test::TempDir dir;
-    write_file_atomically(dir.file("pieces.bin"), file.pieces());
-    CHECK(read_whole_file(dir.file("pieces.bin")) == joined);
 }
 
 }  // namespace nb
