@@ -127,7 +127,10 @@ SavedModel read_saved_model(const std::string& load_path) {
         const Json& identity = member(member(manifest, "run", source), "identity", source);
         out.model = model_of(identity, source);
         out.seq_length = identity_int(identity, "seq_length", source);
-        const ResumePoint resume{out.step_dir, saved_run_of(manifest, source), {}};
+        ResumePoint resume;
+        resume.step_dir = out.step_dir;
+        resume.format = integer(manifest, "format", source);  // which stage files it has (format 1 or 2)
+        resume.saved = saved_run_of(manifest, source);
         for (size_t s = 0; s < resume.saved.cut.size(); ++s) add_stage_weights(resume, s, out.weights);
     } catch (const Json::exception& e) {
         throw RuntimeError(fmt::format("'{}': {}", source, e.what()));
