@@ -349,7 +349,8 @@ bool StageRunner::save(const StageTask& task) {
     for (int i = 0; i < layout.size(); ++i) carried.emplace_back("weights." + layout[i].name, &st.master[i]);
     carried.insert(carried.end(), state->begin(), state->end());
     const std::string dir = make_staging_dir(o_.save_dir, step);
-    const TensorFilePieces file = stage_state_pieces(carried, layout, versions_.older_versions());
+    const TensorFilePieces file =
+        stage_file_pieces(carried, layout, versions_.older_versions(), step_.holds_tied_copy());
     if (const std::optional<int64_t> kill = faults_.kill_step(KillPoint::checkpoint);
         kill && setup_.iteration_of_step(*kill) <= task.iteration)
         die_writing_half(dir + "/" + stage_file_name(stage_), file.joined());

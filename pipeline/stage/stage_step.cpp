@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "model/model_step.h"
+#include "model/tied_head_grad.h"
 #include "optim/grad_clip.h"
 #include "optim/optimizer_shards.h"
 
@@ -15,11 +16,12 @@ namespace nb {
 namespace {
 
 // --use-distributed-optimizer with replicas: who owns each tensor of the stage (optim/optimizer_shards.h).
-// The most tensors any stage's layout has (the replica channels' tags are dense in them).
+// The most tensors any stage's layout has, and one more (a stage holding both tied ends has a gradient slot more:
+// model/tied_head_grad.h): the replica channels' tags are dense in them.
 int64_t most_tensors(const PipelineSetup& setup) {
     int64_t most = 1;
     for (const ParamLayout& l : setup.layouts) most = std::max<int64_t>(most, l.size());
-    return most;
+    return most + 1;
 }
 
 // At least the most shards (a tensor's rows fall to D replicas at most, at most D - 1 tensors are cut) and
@@ -80,7 +82,8 @@ StageStep::StageStep(const PipelineSetup& setup, int stage, Transport& transport
                                  : StageState(o_, setup.cut[static_cast<size_t>(stage)], ops.device(),
                                               owned_shards(shard_plan_, replicas->stage()))),
       shards_(shard_exchange_of(setup, stage, replicas, shard_plan_)),
-      lr_(o_.lr, setup.spec.optimizer_steps()) {}
+      lr_(o_.lr, setup.spec.optimizer_steps()),
+      tied_(setup, stage, transport, ops) {}
 
 StageStep::~StageStep() = default;
 
@@ -100,19 +103,18 @@ void StageStep::gradient_added() {
 
 bool StageStep::try_step(const Action& a, WeightVersions& versions) {
     if (!begun_) {
-        if (replica_sum_ && replica_sum_->in_flight()) {
-            if (!replica_sum_->try_finish()) {
-                meter_.blocked_on_replicas();
-                return false;
-            }
-            meter_.replicas_arrived();
-        }
+        if (!replicas_summed() || !tied_halves_added(a)) return false;
         begin(a);
     }
     if (!weights_pending_) {
         const std::optional<double> norm = clip_norm(a);
         if (!norm) return false;  // waiting for the other stages' sums of squares
-        update(a, *norm, versions);
+        std::optional<double> tied_norm = norm;
+        if (tied_.needs_first_norm()) tied_norm = tied_.try_take_norm(a.step);
+        if (!tied_norm) return false;  // waiting for the first stage's norm, for the tied copy
+        // By the step's norm; a tied copy under --clip-scope stage by the first stage's, as there.
+        clip_grads_to_norms(ops_, state_.model.layout(), state_.grads, *norm, *tied_norm, o_.clip_grad);
+        update(a, versions);
     }
     if (weights_pending_) {  // the distributed optimizer: the other owners' updated tensors
         if (!shards_->try_take_weights(state_.master)) {
@@ -126,8 +128,29 @@ bool StageStep::try_step(const Action& a, WeightVersions& versions) {
     return true;
 }
 
+bool StageStep::replicas_summed() {
+    if (!replica_sum_ || !replica_sum_->in_flight()) return true;
+    if (!replica_sum_->try_finish()) {
+        meter_.blocked_on_replicas();
+        return false;
+    }
+    meter_.replicas_arrived();
+    return true;
+}
+
+// Tied embeddings, the first or the last of several stages: its half to the other end, then the other's onto it.
+bool StageStep::tied_halves_added(const Action& a) {
+    if (!tied_.active()) return true;
+    if (!tied_sent_) tied_.start(a.step, state_.grads[0]);
+    tied_sent_ = true;
+    if (!tied_.try_add(a.step, state_.grads[0])) return false;
+    tied_sent_ = false;
+    return true;
+}
+
 std::optional<std::string> StageStep::waits_for() const {
     if (replica_sum_ && replica_sum_->in_flight()) return replica_sum_->waits_for();
+    if (tied_sent_ || (norm_ && tied_.needs_first_norm())) return tied_.waits_for();
     if (weights_pending_) return shards_->waits_for();
     if (begun_) return "the all-gather of every stage's clip sums (--clip-scope global)";
     return std::nullopt;
@@ -138,8 +161,10 @@ void StageStep::begin(const Action& a) {
     const int64_t n = setup_.spec.microbatches_per_step();
     if (accumulated_ != n)
         throw std::logic_error(fmt::format("optimizer step {} after {} backwards, not {}", a.step, accumulated_, n));
+    add_tied_head_half(ops_, state_.model, state_.grads);  // a stage holding both tied ends: g = E + H
     average_grads(ops_, state_.model.layout(), state_.grads, n * o_.data_parallel_size);
     step_sums_ = param_sum_squares(ops_, state_.model.layout(), state_.grads);
+    if (tied_.holds_copy()) step_sums_.at(0) = 0;  // the tied matrix counts once, on the first stage
     if (o_.clip_scope == ClipScope::global)
         transport_.start_allgather({Channel::clip_sums, a.step}, step_sums_, setup_.param_tensor_counts());
     begun_ = true;
@@ -147,17 +172,25 @@ void StageStep::begin(const Action& a) {
 
 // --clip-scope global: the norm over every stage, from all of their per-parameter sums in canonical order
 // (the same bits on every stage, and the bits of the unsplit model); stage: this stage's own norm.
+// With a tied copy under --clip-scope stage: the first stage sends its norm to the last, which waits for it.
 std::optional<double> StageStep::clip_norm(const Action& a) {
-    if (o_.clip_scope != ClipScope::global) return std::sqrt(total_sum_squares({step_sums_}));
-    std::optional<std::vector<std::vector<double>>> all = transport_.try_take_allgather({Channel::clip_sums, a.step});
-    if (!all) return std::nullopt;
-    return std::sqrt(total_sum_squares(*all));
+    if (!norm_) {
+        if (o_.clip_scope != ClipScope::global) {
+            norm_ = std::sqrt(total_sum_squares({step_sums_}));
+            if (tied_.sends_norm()) tied_.send_norm(a.step, *norm_);
+        } else {
+            std::optional<std::vector<std::vector<double>>> all =
+                transport_.try_take_allgather({Channel::clip_sums, a.step});
+            if (!all) return std::nullopt;
+            norm_ = std::sqrt(total_sum_squares(*all));
+        }
+    }
+    return norm_;
 }
 
-// Clip, then the optimizer on the tensors this stage steps (all, or with the distributed optimizer the owned ones,
+// The optimizer on the tensors this stage steps (all, or with the distributed optimizer the owned ones,
 // whose updated weights then go to the other replicas).
-void StageStep::update(const Action& a, double norm, WeightVersions& versions) {
-    clip_grads_to_norm(ops_, state_.model.layout(), state_.grads, norm, o_.clip_grad);
+void StageStep::update(const Action& a, WeightVersions& versions) {
     const double lr = lr_.lr_at(a.step);
     TensorSet master = state_.optimizer_view(state_.master), grads = state_.optimizer_view(state_.grads);
     // Taylor's compensation reads the stale version the gradient came from; it is let go before the update so
@@ -184,6 +217,7 @@ void StageStep::complete(const Action& a, WeightVersions& versions) {
     state_.grads.zero();
     accumulated_ = 0;
     begun_ = false;
+    norm_.reset();
     reported_sums_ = std::move(step_sums_);
     step_sums_.clear();
 }

@@ -10,6 +10,10 @@
 //                  stage's optimizer (optim/stage_optimizer.h: --optimizer, with --delay-fix on asynchronous steps;
 //                  taylor reads the stale version first, which is then let go) at the learning rate of the step,
 //                  making the next weight version;
+//   tied halves    with tied embeddings, the two halves of the shared matrix's gradient, each summed on its own,
+//                  are added before the step (model/tied_head_grad.h on a stage that holds both ends;
+//                  pipeline/stage/tied_gradient.h between the first and the last of several), and the copy on the
+//                  last stage counts once in the norms;
 //   shards         with --use-distributed-optimizer, the optimizer steps only this replica's rows and the other
 //                  owners' updated rows come back (pipeline/stage/shard_exchange.h) before the step completes;
 //                  the whole optimizer state is gathered on replica 0 for a checkpoint and the end.
@@ -33,6 +37,7 @@
 #include "pipeline/stage/shard_exchange.h"
 #include "pipeline/stage/stage_meter.h"
 #include "pipeline/stage/stage_state.h"
+#include "pipeline/stage/tied_gradient.h"
 #include "pipeline/stage/weight_versions.h"
 #include "pipeline/transport/transport.h"
 
@@ -63,6 +68,8 @@ public:
     // What the optimizer step at the front of the list waits for (the replica sum, the owners' rows, the clip's
     // all-gather), nullopt if nothing.
     std::optional<std::string> waits_for() const;
+    // Whether this stage holds the copy of a tied matrix (the last of several stages): not written to checkpoints.
+    bool holds_tied_copy() const { return tied_.holds_copy(); }
     // The per-parameter sums of squares of the last step made, for the report.
     const std::vector<double>& reported_sums() const { return reported_sums_; }
 
@@ -75,9 +82,11 @@ public:
 private:
     class ReplicaSumFeed;
 
+    bool replicas_summed();
+    bool tied_halves_added(const Action& a);
     void begin(const Action& a);
     std::optional<double> clip_norm(const Action& a);
-    void update(const Action& a, double norm, WeightVersions& versions);
+    void update(const Action& a, WeightVersions& versions);
     void complete(const Action& a, WeightVersions& versions);
 
     const PipelineSetup& setup_;
@@ -92,12 +101,15 @@ private:
     StageState state_;                     // the slice of the model, master weights, gradient sum, optimizer state
     std::unique_ptr<ShardExchange> shards_;  // --use-distributed-optimizer: weights and state between the owners
     LrSchedule lr_;
+    TiedGradient tied_;  // tied embeddings, first or last of several stages: the other end's half
 
     int64_t accumulated_ = 0;          // backwards in the current step's gradient sum
+    bool tied_sent_ = false;           // the current step has sent its tied half and waits for the other end's
     bool begun_ = false;               // the current step has averaged its gradient and waits for its clip norm
     bool weights_pending_ = false;     // ... has updated its own tensors and waits for the owners'
     std::vector<double> step_sums_;    // per-parameter sums of squares of the current step
     std::vector<double> reported_sums_;  // ... of the last step made, for the report
+    std::optional<double> norm_;       // the current step's own clip norm, once known
 };
 
 }  // namespace nb
