@@ -3,7 +3,8 @@
 # last part a copy; each sums its half of the gradient and the two add at the step (g = E + H), so:
 # - every schedule (gpipe, 1f1b, zb-h1, zb-v, interleaved 1F1B, 2bw, pipedream) in one process and under mpirun
 #   equals `nobubble reference` bit for bit (weights, optimizer state, validation loss, versions), with clipping
-#   active (2bw and pipedream: the copy clipped by the first stage's norm);
+#   active (2bw and pipedream: the copy clipped by the first stage's norm); every optimizer and delay fix in one
+#   process;
 # - a synchronous run on 3 stages ends on the one-stage run's weights (the copy is checked equal to the matrix and
 #   left out of the hash), also with D = 2, the distributed optimizer and Muon;
 # - checkpoints hold the matrix once (the last part's file has none of the copy's state) and resume and reshard
@@ -22,6 +23,21 @@ check_against_reference interleaved 3 --schedule 1f1b --virtual-stages 2
 check_against_reference 2bw 3 --schedule 2bw
 check_against_reference pipedream 3 --schedule pipedream
 check_against_reference 2bw_ef_muon 3 --schedule 2bw --delay-fix ef --optimizer muon
+
+# In one process: every optimizer (1f1b) and every delay fix (2bw; pipedream takes predict alone): the shared
+# matrix is one parameter, stepped the same on both ends.
+names_into optimizers optimizers
+names_into fixes delay-fixes
+check_in_process() {  # check_in_process ID FLAGS...
+  local id=$1
+  shift
+  run_logged 60 "ref_$id" "$NB" reference "${FLAGS[@]}" "$@" --stages 3
+  run_logged 60 "inproc_$id" "$NB" train "${FLAGS[@]}" "$@" --stages 3
+  equal "in-process $id" "$WORK/ref_$id.log" "$WORK/inproc_$id.log"
+}
+for opt in "${optimizers[@]}"; do check_in_process "1f1b_$opt" --optimizer "$opt"; done
+for fix in "${fixes[@]}"; do [ "$fix" = none ] || check_in_process "2bw_$fix" --schedule 2bw --delay-fix "$fix"; done
+check_in_process pipedream_predict --schedule pipedream --delay-fix predict
 
 # Synchronous: the bits of the one-stage run, whatever the schedule and the cut.
 run_logged 60 one_stage "$NB" train "${FLAGS[@]}"
