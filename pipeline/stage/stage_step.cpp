@@ -141,7 +141,7 @@ bool StageStep::replicas_summed() {
 // Tied embeddings, the first or the last of several stages: its half to the other end, then the other's onto it.
 bool StageStep::tied_halves_added(const Action& a) {
     if (!tied_.active()) return true;
-    if (!tied_sent_) tied_.start(a.step, state_.grads[0]);
+    if (!tied_sent_) tied_.start(a.step, state_.grads[0], state_.master[0]);
     tied_sent_ = true;
     if (!tied_.try_add(a.step, state_.grads[0])) return false;
     tied_sent_ = false;

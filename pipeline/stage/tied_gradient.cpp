@@ -1,10 +1,25 @@
 #include "pipeline/stage/tied_gradient.h"
 
+#include <stdexcept>
 #include <string_view>
 
 #include <fmt/format.h>
 
+#include "pipeline/stage/state_hash.h"
+
 namespace nb {
+
+namespace {
+
+#ifdef NDEBUG
+constexpr bool kCheckEachStep = false;
+#else
+constexpr bool kCheckEachStep = true;
+#endif
+
+constexpr size_t kHashDigits = 64;  // a sha256 in hex, one digit per double
+
+}  // namespace
 
 TiedGradient::TiedGradient(const PipelineSetup& setup, int stage, Transport& transport, Ops& ops)
     : transport_(transport), ops_(ops) {
@@ -16,15 +31,29 @@ TiedGradient::TiedGradient(const PipelineSetup& setup, int stage, Transport& tra
     stage_clip_ = o.clip_scope == ClipScope::stage && o.clip_grad > 0;
 }
 
-void TiedGradient::start(int64_t step, const Tensor& half) {
+void TiedGradient::start(int64_t step, const Tensor& half, const Tensor& matrix) {
     transport_.post_recv(peer_, {Channel::tied_grads, step}, half.shape(), half.dtype());
     transport_.send(peer_, {Channel::tied_grads, step}, ops_.copy_of(half));  // `half` changes once the other's comes
+    if (!kCheckEachStep) return;
+    transport_.post_recv_values(peer_, {Channel::tied_check, step}, kHashDigits);
+    matrix_hash_ = stages_sha256({{matrix}});
+    transport_.send_values(peer_, {Channel::tied_check, step}, std::vector<double>(matrix_hash_.begin(),
+                                                                                   matrix_hash_.end()));
 }
 
 bool TiedGradient::try_add(int64_t step, Tensor& half) {
-    const std::optional<Tensor> other = transport_.try_take(peer_, {Channel::tied_grads, step});
-    if (!other) return false;
-    ops_.add_inplace(half, *other);
+    if (!other_half_) other_half_ = transport_.try_take(peer_, {Channel::tied_grads, step});
+    if (kCheckEachStep && !peer_hash_) {
+        if (std::optional<std::vector<double>> digits = transport_.try_take_values(peer_, {Channel::tied_check, step}))
+            peer_hash_ = std::string(digits->begin(), digits->end());
+    }
+    if (!other_half_ || (kCheckEachStep && !peer_hash_)) return false;
+    if (kCheckEachStep && *peer_hash_ != matrix_hash_)
+        throw std::logic_error(fmt::format("step {}: the tied embedding's copies differ before the update: this "
+                                           "stage's sha256 {}, stage {}'s {}", step, matrix_hash_, peer_, *peer_hash_));
+    ops_.add_inplace(half, *other_half_);
+    other_half_.reset();
+    peer_hash_.reset();
     return true;
 }
 

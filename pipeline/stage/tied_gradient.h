@@ -40,9 +40,11 @@ public:
     // The first stage under --clip-scope stage with clipping on: it sends its norm to the last.
     bool sends_norm() const { return active() && !copy_ && stage_clip_; }
 
-    // The step's half is summed: a copy of it to the other end, and the other end's receive posted.
-    void start(int64_t step, const Tensor& half);
-    // Once the other end's half of `step` has come: added onto `half` (true); false until then.
+    // The step's half is summed: a copy of it to the other end, and the other end's receive posted. In debug
+    // builds also the sha256 of this end's `matrix` (its master copy, before the update): the two must be equal.
+    void start(int64_t step, const Tensor& half, const Tensor& matrix);
+    // Once the other end's half of `step` has come: added onto `half` (true); false until then. In debug builds
+    // it waits for the other end's hash too, and throws std::logic_error where the copies differ.
     bool try_add(int64_t step, Tensor& half);
     // The first stage under --clip-scope stage: its norm of `step` to the last stage.
     void send_norm(int64_t step, double norm);
@@ -57,6 +59,9 @@ private:
     bool copy_ = false;
     bool stage_clip_ = false;
     bool norm_posted_ = false;
+    std::optional<Tensor> other_half_;     // the other end's half, once it has come
+    std::string matrix_hash_;              // debug builds: this end's matrix before the step's update
+    std::optional<std::string> peer_hash_;  // ... and the other end's, once it has come
 };
 
 // Checkpoints hold the tied matrix once: the first stage's file has its weights and optimizer state, and the last
