@@ -150,7 +150,7 @@ bool StageStep::tied_halves_added(const Action& a) {
 
 std::optional<std::string> StageStep::waits_for() const {
     if (replica_sum_ && replica_sum_->in_flight()) return replica_sum_->waits_for();
-    if (tied_sent_ || (norm_ && tied_.needs_first_norm())) return tied_.waits_for();
+    if (tied_sent_ || (norm_ && tied_.needs_first_norm() && !weights_pending_)) return tied_.waits_for();
     if (weights_pending_) return shards_->waits_for();
     if (begun_) return "the all-gather of every stage's clip sums (--clip-scope global)";
     return std::nullopt;
