@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/tied_head_grad.h"
+
 namespace nb {
 
 namespace {
@@ -15,6 +17,12 @@ void require_whole_model(const StageModel& model) {
 void require_stashes_of(const StageModel& model, const std::vector<Stash>& stashes, const char* who) {
     if (stashes.size() != model.layers().size())
         throw std::logic_error(std::string(who) + ": the stashes do not come from this stage's forward");
+}
+
+// Layer `layer`'s context: `ctx`, or for a tied head with its own gradient slot, `ctx` writing that slot
+// (model/tied_head_grad.h; `view` and `grads` hold what it refers to).
+LayerContext layer_context(const StageModel& model, size_t layer, const LayerContext& ctx, TensorSet& view) {
+    return {ctx.ops, ctx.weights, layer_grads(model, layer, ctx.grads, view), ctx.batch, ctx.moe};
 }
 
 }  // namespace
@@ -30,8 +38,9 @@ Tensor stage_backward(const StageModel& model, const LayerContext& ctx, Tensor d
                       GradsDoneObserver* done) {
     const auto& layers = model.layers();
     require_stashes_of(model, stashes, "stage_backward");
+    TensorSet view;
     for (size_t i = layers.size(); i-- > 0;) {
-        dy = layers[i]->backward(ctx, dy, stashes[i]);
+        dy = layers[i]->backward(layer_context(model, i, ctx, view), dy, stashes[i]);
         stashes[i] = {};  // free activations as soon as they are consumed
         if (done) done->grads_done_from(model.first_param(i));
     }
@@ -41,7 +50,9 @@ Tensor stage_backward(const StageModel& model, const LayerContext& ctx, Tensor d
 Tensor stage_backward_input(const StageModel& model, const LayerContext& ctx, Tensor dy, std::vector<Stash>& stashes) {
     const auto& layers = model.layers();
     require_stashes_of(model, stashes, "stage_backward_input");
-    for (size_t i = layers.size(); i-- > 0;) dy = layers[i]->backward_input(ctx, dy, stashes[i]);
+    TensorSet view;
+    for (size_t i = layers.size(); i-- > 0;)
+        dy = layers[i]->backward_input(layer_context(model, i, ctx, view), dy, stashes[i]);
     return dy;
 }
 
@@ -49,8 +60,9 @@ void stage_backward_weight(const StageModel& model, const LayerContext& ctx, std
                            GradsDoneObserver* done) {
     const auto& layers = model.layers();
     require_stashes_of(model, stashes, "stage_backward_weight");
+    TensorSet view;
     for (size_t i = layers.size(); i-- > 0;) {
-        layers[i]->backward_weight(ctx, stashes[i]);
+        layers[i]->backward_weight(layer_context(model, i, ctx, view), stashes[i]);
         if (done) done->grads_done_from(model.first_param(i));
     }
 }

@@ -8,7 +8,7 @@ namespace {
 
 // g <- g * factor for every gradient, buffers left as they are.
 void scale_grads(Ops& ops, const ParamLayout& layout, TensorSet& grads, float factor) {
-    for (int i = 0; i < grads.size(); ++i)
+    for (int i = 0; i < layout.size(); ++i)  // not grads.size(): a tied head's own slot comes after the layout
         if (layout[i].trainable()) ops.scale_inplace(grads[i], factor);
 }
 
@@ -16,8 +16,8 @@ void scale_grads(Ops& ops, const ParamLayout& layout, TensorSet& grads, float fa
 
 std::vector<double> param_sum_squares(Ops& ops, const ParamLayout& layout, const TensorSet& grads) {
     std::vector<double> sums;
-    sums.reserve(grads.tensors.size());
-    for (int i = 0; i < grads.size(); ++i) sums.push_back(layout[i].trainable() ? ops.sum_squares(grads[i]) : 0.0);
+    sums.reserve(static_cast<size_t>(layout.size()));
+    for (int i = 0; i < layout.size(); ++i) sums.push_back(layout[i].trainable() ? ops.sum_squares(grads[i]) : 0.0);
     return sums;
 }
 
@@ -46,6 +46,18 @@ void clip_grads_to_norm(Ops& ops, const ParamLayout& layout, TensorSet& grads, d
     const double coef = clip_coefficient(norm, max_norm);
     if (coef >= 1.0) return;  // torch multiplies by 1.0 here, which changes nothing
     scale_grads(ops, layout, grads, static_cast<float>(coef));
+}
+
+void clip_grads_to_norms(Ops& ops, const ParamLayout& layout, TensorSet& grads, double norm, double first_norm,
+                         double max_norm) {
+    ParamLayout first, rest;
+    TensorSet first_grads, rest_grads;
+    for (int i = 0; i < layout.size(); ++i) {
+        (i == 0 ? first : rest).add(layout[i]);
+        (i == 0 ? first_grads : rest_grads).tensors.push_back(grads[i]);
+    }
+    clip_grads_to_norm(ops, first, first_grads, first_norm, max_norm);
+    clip_grads_to_norm(ops, rest, rest_grads, norm, max_norm);
 }
 
 double clip_grad_norm(Ops& ops, const ParamLayout& layout, TensorSet& grads, double max_norm) {

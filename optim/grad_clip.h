@@ -44,6 +44,10 @@ double clip_coefficient(double norm, double max_norm);
 
 // Scales every gradient by clip_coefficient(norm, max_norm) when it is < 1; `norm` computed by the caller.
 void clip_grads_to_norm(Ops& ops, const ParamLayout& layout, TensorSet& grads, double norm, double max_norm);
+// The same, but tensor 0 by `first_norm` (tied embeddings under --clip-scope stage: the last stage's copy of the
+// matrix is clipped by the norm of the first stage, which holds it, as there; the rest by the stage's own).
+void clip_grads_to_norms(Ops& ops, const ParamLayout& layout, TensorSet& grads, double norm, double first_norm,
+                         double max_norm);
 
 // global_grad_norm then clip_grads_to_norm; returns the norm before clipping.
 double clip_grad_norm(Ops& ops, const ParamLayout& layout, TensorSet& grads, double max_norm);

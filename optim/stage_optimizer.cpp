@@ -18,7 +18,8 @@ StageOptimizer::StageOptimizer(const OptimizerConfig& optimizer, const DelayFixC
       expert_bias_update_rate_(static_cast<float>(expert_bias_update_rate)) {}
 
 TensorSet StageOptimizer::trainable_view(const ParamLayout& layout, const TensorSet& set) const {
-    if (set.size() != layout.size() || layout.size() < trainable_.layout.size())
+    // A gradient set may hold one slot more than the layout (a tied head's half, model/tied_head_grad.h): not read.
+    if (set.size() < layout.size() || set.size() > layout.size() + 1 || layout.size() < trainable_.layout.size())
         throw std::logic_error(fmt::format("StageOptimizer: a set of {} tensors for a layout of {}", set.size(),
                                            layout.size()));
     return select_tensors(set, trainable_.index);

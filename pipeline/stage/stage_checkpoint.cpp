@@ -1,6 +1,7 @@
 #include "pipeline/stage/stage_checkpoint.h"
 
 #include <climits>
+#include <cstring>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -10,6 +11,7 @@
 #include "src/core/error.h"
 #include "src/core/json_reader.h"
 #include "src/core/tensor_file.h"
+#include "pipeline/stage/tied_gradient.h"
 
 namespace nb {
 
@@ -78,7 +80,7 @@ std::map<int64_t, TensorSet> saved_versions(const std::map<std::string, const Te
                                             const std::string& source) {
     std::set<int64_t> versions;
     for (const auto& [name, tensor] : saved)
-        if (const auto v = version_of_name(name, layout)) versions.insert(*v);
+        if (const auto v = version_of_name(name, layout); v && !names_tied_matrix(name)) versions.insert(*v);
     std::map<int64_t, TensorSet> out;
     for (const int64_t v : versions) {
         TensorSet weights;
@@ -118,12 +120,25 @@ void restore_stage_state(StageState& state, const std::map<std::string, const Te
     state.optimizer.restore_steps_taken(steps_taken);
 }
 
+namespace {
+
+// Two files may hold one tensor only where both ends of a tied matrix hold one of its older versions, which are
+// equal bit for bit (pipeline/stage/tied_gradient.h).
+bool same_tied_version(const std::string& name, const Tensor& a, const Tensor& b) {
+    return name.starts_with(kVersionPrefix) && names_tied_matrix(name) && a.dtype() == b.dtype() &&
+           a.shape() == b.shape() && a.device() == Device::cpu && b.device() == Device::cpu &&
+           std::memcmp(a.data(), b.data(), a.bytes()) == 0;
+}
+
+}  // namespace
+
 std::map<std::string, const Tensor*> tensors_by_name(const std::vector<std::vector<NamedTensor>>& files,
                                                      const std::string& source) {
     std::map<std::string, const Tensor*> by_name;
     for (const auto& file : files)
         for (const NamedTensor& t : file)
-            if (!by_name.emplace(t.name, &t.tensor).second)
+            if (const auto [it, added] = by_name.emplace(t.name, &t.tensor);
+                !added && !same_tied_version(t.name, *it->second, t.tensor))
                 throw RuntimeError(fmt::format("'{}': tensor '{}' is in two stage files", source, t.name));
     return by_name;
 }

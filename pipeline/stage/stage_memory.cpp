@@ -35,6 +35,9 @@ StageMemory estimate_stage_memory(const TrainOptions& o, const StageSpec& spec, 
     // last update is optimizer state; checkpoints save the master, not this copy).
     if (o.delay_fix.predicts()) m.weights_bytes += compute_bytes * params;
     m.gradients_bytes = f32_bytes * params;
+    // A stage holding both ends of a tied matrix keeps the head's half of its gradient in a slot of its own.
+    if (o.model.tie_embeddings && spec.has_embedding && spec.has_head)
+        m.gradients_bytes += f32_bytes * shape_numel(layout[0].shape);
     // The distributed optimizer: the most any replica owns (optim/optimizer_shards.h).
     if (o.distributed_optimizer) {
         const std::vector<int64_t> shares =

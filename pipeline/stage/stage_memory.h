@@ -7,7 +7,7 @@
 //                    (CUDA: bf16): 4 N (+ 2 N) bytes
 //   weight versions  the older versions the schedule holds beside the newest, as snapshots of the compute copy
 //                    (pipeline/schedule/schedule.h max_versions_held: gpipe/1f1b none, 2bw one, pipedream p - s - 1)
-//   gradients        f32: 4 N bytes
+//   gradients        f32: 4 N bytes (a stage holding both ends of a tied matrix: and the head's half, 4 V d)
 //   optimizer state  what the optimizer and the delay fix allocate (each one's state_bytes in optim/: AdamW 8 N,
 //                    Lion 4 N, Adan 16 N, ef another 4 N, ...)
 //   activations      the stashes of the microbatches in flight at once (max_in_flight of the stage's plan; the

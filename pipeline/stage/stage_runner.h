@@ -1,9 +1,9 @@
 // StageRunner: one pipeline stage, running its tasks (pipeline/stage/stage_tasks.h: the schedule's actions plus
 // evaluation, reports and the finish) as an event loop (docs/DESIGN.md section 1, "The executor is event-driven").
 //
-// It owns the stage's slice of the model (model/stage_model.h), its f32 master weights, the weight versions the
-// schedule says it holds (pipeline/stage/weight_versions.h), its gradient sum and optimizer state, the stashes of the
-// microbatches in flight, and its own readers of the training and validation data. The schedule decides what
+// It owns the stage's step (its slice of the model, f32 master weights, gradient sum and optimizer state), the
+// weight versions the schedule says it holds (pipeline/stage/weight_versions.h), the stashes of the microbatches in
+// flight, and its own readers of the training and validation data. The schedule decides what
 // runs when; the runner only checks that it can: try_advance() runs the next task when what it needs has
 // arrived, and otherwise returns false at once. Receives of the next few tasks are posted before that, so
 // messages land while the stage computes; sends return at once. Two drivers use it (src/run/pipeline_driver.h):
@@ -15,16 +15,12 @@
 //                     each come in microbatch order (std::logic_error otherwise), so the sum is the oracle's, bit
 //                     for bit (model/weight_grads.h: B + W give the fused backward's bits);
 //   replicas          with D > 1 data-parallel replicas, replica r reads microbatches [r m, (r+1) m) of every global
-//                     batch of D m; once the step's last backward (or W) has added its gradient, the sum over the
-//                     replicas starts (pipeline/stage/replica_grad_sum.h: in replica order, the oracle's bits) and
-//                     the step waits for it; only replica 0 evaluates, reports to stage 0 (with the other
-//                     replicas' loss sums and MoE loads added in replica order), saves and sends its finals;
-//   optimizer step    scale by 1/(D m) (m > 1; pipedream steps on single microbatches), clip by the norm of
-//                     --clip-scope (global: the per-parameter sums of squares of every stage, all-gathered and
-//                     added in canonical order, optim/grad_clip.h; stage: this stage's own), then the stage's
-//                     optimizer (optim/stage_optimizer.h: --optimizer, with --delay-fix on asynchronous steps;
-//                     taylor reads the stale version first, which is then let go) at the learning rate of the
-//                     step (the schedule counts optimizer steps), making the next version.
+//                     batch of D m; only replica 0 evaluates, reports to stage 0, saves and sends its finals;
+//   optimizer step    its StageStep (pipeline/stage/stage_step.h): the stage's state, the sum over the replicas,
+//                     the clip, the optimizer and the distributed optimizer's shards;
+//   reports           its StageEvaluation (pipeline/stage/stage_evaluation.h): loss sums, MoE loads, evaluation,
+//                     the reports to stage 0 and the replicas' check at the end.
+// The test-only faults that the fault tests ask of this rank are its FaultPlan (pipeline/stage/fault_injection.h).
 //
 // Checkpoints (docs/DESIGN.md section 8): resumed, the runner starts at setup.first_iteration with its state restored
 // (restore(), before the run); with --save its save task writes the stage's file after the update that ends a
@@ -38,7 +34,7 @@
 // asked for the measured fields of each report (busy and wall time, the most bytes of activation stashes held)
 // and of the finish (the same over the run, and with --trace every timed record, sent to stage 0 for the trace
 // file). What the stage computes, the last stage's loss sums and its MoE blocks' loads (pipeline/
-// stage_moe_observer.h) for its reports included, stays here; timing never changes it.
+// stage_moe_observer.h) for its reports included, stays out of it; timing never changes it.
 #pragma once
 
 #include <cstdint>
@@ -49,17 +45,14 @@
 #include <string>
 #include <vector>
 
-#include "model/moe_load.h"
 #include "model/stage_model.h"
-#include "optim/lr_schedule.h"
 #include "pipeline/schedule/pipeline_setup.h"
 #include "pipeline/stage/compute_turns.h"
-#include "pipeline/stage/replica_grad_sum.h"
-#include "pipeline/stage/shard_exchange.h"
-#include "pipeline/stage/stage_report.h"
+#include "pipeline/stage/fault_injection.h"
 #include "pipeline/stage/stage_clock.h"
+#include "pipeline/stage/stage_evaluation.h"
 #include "pipeline/stage/stage_meter.h"
-#include "pipeline/stage/stage_state.h"
+#include "pipeline/stage/stage_step.h"
 #include "pipeline/stage/stage_tasks.h"
 #include "pipeline/stage/stop_vote.h"
 #include "pipeline/transport/transport.h"
@@ -119,9 +112,6 @@ private:
     };
 
     void post_receives_ahead();
-    void inject_fault(const StageTask& task);
-    bool kill_asked(KillPoint point) const;                 // test-only --kill-during
-    void die_if_asked(KillPoint point, int64_t step) const;  // ... at --kill-at-step
     bool run(const StageTask& task);
     bool run_action(const Action& a);
     bool receive(const Action& a, std::map<int64_t, Tensor>& into);
@@ -129,22 +119,8 @@ private:
     void forward(const Action& a);
     void backward(const Action& a, bool input_only);  // the fused backward, or B of a split one
     void backward_weight(const Action& a);
-    void gradient_added();
-    bool last_gradient_of_step() const;
     int64_t data_microbatch(int64_t microbatch) const;
-    bool merge_replica_reports(StageReport& r);
-    bool optimizer_step(const Action& a);
-    void begin_step(const Action& a);
-    std::optional<double> clip_norm(const Action& a);
-    void finish_step(const Action& a, double norm);
-    void complete_step(const Action& a);
-    std::optional<std::vector<std::pair<std::string, const Tensor*>>> whole_optimizer_state(int64_t key);
-    bool evaluate(const StageTask& task);
-    bool report(const StageTask& task);
-    void post_replica_reports(int64_t iteration);
-    MessageTag replica_report_tag(int64_t iteration) const;
     bool finish();
-    bool replicas_agree();
     bool vote(const StageTask& task);
     bool save(const StageTask& task);
     bool gate(const StageTask& task);
@@ -163,19 +139,17 @@ private:
     const bool first_, last_;  // holds the embedding / the head
     Transport& transport_;
     Ops& ops_;
-    // Data parallelism (D > 1): the transport among the stage's replicas, and the sum of its gradients over them.
+    // Data parallelism (D > 1): the transport among the stage's replicas.
     Transport* replicas_;
     const int replica_;
-    const int fault_rank_;  // what the test-only --*-rank flags name: replica x stages + stage
-    std::unique_ptr<ReplicaSum> replica_sum_;
-    std::vector<TensorShard> shard_plan_;  // --use-distributed-optimizer: every replica's shards (else empty)
+    const FaultPlan faults_;  // what the test-only fault flags ask of this rank
+    StageMeter meter_;        // its time, waits and stash bytes; the runner only tells it what ran
 
-    StageState state_;  // the slice of the model, master weights, gradient sum, optimizer state
-    std::unique_ptr<ShardExchange> shards_;  // --use-distributed-optimizer: weights and state between the owners
-    LrSchedule lr_;
+    StageStep step_;  // the state (model slice, master weights, gradient sum, optimizer) and the optimizer step
     WeightVersions versions_;
     std::unique_ptr<TrainData> data_;
-    MicrobatchReader train_reader_, val_reader_;
+    MicrobatchReader train_reader_;
+    StageEvaluation evaluation_;  // loss sums, MoE loads, evaluation and the reports
 
     StopVote vote_;
     StageTasks tasks_;               // made as they are needed, a few ahead of the one that runs
@@ -192,21 +166,6 @@ private:
 
     // Microbatches in order: forwards (data order), backwards or B, and W (the accumulation order under zb-h1).
     int64_t next_forward_ = 0, next_backward_ = 0, next_weight_ = 0;
-    int64_t accumulated_ = 0;                       // backwards in the current step's gradient sum
-    bool step_begun_ = false;                       // the current optimizer step waits for its clip norm
-    bool weights_pending_ = false;                  // ... has updated its own tensors and waits for the owners'
-    std::vector<double> step_sums_;                 // per-parameter sums of squares of the current step
-    std::vector<double> reported_sums_;             // ... of the last step made, for the report
-
-    StageMeter meter_;  // its time, waits and stash bytes; the runner only tells it what ran
-
-    std::map<int64_t, double> loss_sums_;         // last stage: per iteration, microbatch losses added in order
-    std::map<int64_t, MoeLoadCounter> moe_loads_;  // per iteration, the stage's MoE blocks' training forwards
-    std::optional<StageReport> pending_report_;   // made, not yet sent (replica 0 waits for the others')
-    std::vector<std::optional<std::vector<double>>> replica_reports_;  // replica 0: what the others sent
-    bool replicas_agreed_ = false;                // the end's check of the replicas' weights is done
-    double val_loss_sum_ = 0;                     // last stage: the running evaluation
-    std::optional<int64_t> evaluated_iteration_;  // last stage: the iteration whose evaluation val_loss_sum_ is
 };
 
 }  // namespace nb

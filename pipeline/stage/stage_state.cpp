@@ -1,6 +1,7 @@
 #include "pipeline/stage/stage_state.h"
 
 #include "model/named_weights.h"
+#include "model/tied_head_grad.h"
 
 namespace nb {
 
@@ -42,7 +43,7 @@ StageState::StageState(const TrainOptions& o, const StageSpec& spec, Device devi
 StageState::StageState(const TrainOptions& o, const StageSpec& spec, Device device, std::vector<TensorShard> shards)
     : model(o.model, spec),
       master(initial_weights(model, o).to(device)),
-      grads(TensorSet::zeros(model.layout(), DType::f32, device)),
+      grads(gradient_slots(model, device)),  // model/tied_head_grad.h: a tied head's half has a slot of its own
       owned(std::move(shards)),
       optimizer_layout(shard_layout(model.layout(), owned)),
       optimizer(o.optimizer, o.delay_fix, optimizer_layout, o.lr.lr, device, o.model.moe.bias_update_rate) {

@@ -23,6 +23,9 @@ const char* channel_name(Channel channel) {
         case Channel::replica_report: return "replica_report";
         case Channel::replica_weights: return "replica_weights";
         case Channel::replica_state: return "replica_state";
+        case Channel::tied_grads: return "tied_grads";
+        case Channel::tied_norm: return "tied_norm";
+        case Channel::tied_check: return "tied_check";
     }
     return "?";
 }

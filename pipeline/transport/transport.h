@@ -54,8 +54,11 @@ enum class Channel : uint8_t {
     replica_report,   // replica r > 0 -> replica 0, its report on iteration `index` (loss sums, MoE loads)
     replica_weights,  // the distributed optimizer: an owner -> every replica, a tensor it updated
     replica_state,    // the distributed optimizer: an owner -> replica 0, a state tensor for a checkpoint or the end
+    tied_grads,       // tied embeddings: first <-> last stage, its half of the matrix's gradient of step `index`
+    tied_norm,        // tied embeddings, --clip-scope stage: first -> last stage, its norm of step `index`
+    tied_check,       // tied embeddings, debug builds: first <-> last stage, the sha256 of its matrix at step `index`
 };
-constexpr int kNumChannels = 17;
+constexpr int kNumChannels = 20;
 const char* channel_name(Channel channel);
 
 struct MessageTag {

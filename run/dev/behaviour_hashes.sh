@@ -50,3 +50,9 @@ record ref_2bw_sync_p2 "$nb" reference "${flags[@]}" --schedule 2bw --stages 2 -
 record ref_pipedream_sync_p2 "$nb" reference "${flags[@]}" --schedule pipedream --stages 2 --num-microbatches 2 \
   --optimizer lion --sync-start 2
 record ref_global_clip_p2 "$nb" reference "${flags[@]}" --schedule 1f1b --stages 2 --num-microbatches 2 --clip-grad 0.05
+# Tied embeddings for real (tiny is untied by default, so train_tiny_tied above is not): one stage, and across
+# stages (the copy on the last part), synchronous and asynchronous, in process and under mpirun.
+record tied_train_p1 "$nb" train "${tied[@]}" --tie-embeddings --num-microbatches 3
+record tied_inproc_1f1b_p3 "$nb" train "${tied[@]}" --tie-embeddings --stages 3 --num-microbatches 3 --clip-grad 0.05
+record tied_mpi_2bw_p3 mpirun --oversubscribe -np 3 "$nb" train "${tied[@]}" --tie-embeddings --schedule 2bw \
+  --num-microbatches 3 --clip-grad 0.05

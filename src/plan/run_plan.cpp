@@ -45,9 +45,8 @@ void check_each_flag(const TrainOptions& o, int64_t optimizer_steps) {
     o.delay_fix.validate();
 }
 
-// docs/DESIGN.md section 2: synchronous schedules clip by the global norm, asynchronous ones each stage by its own; the
-// first and last stage cannot share a tied embedding yet.
-void check_clip_scope_and_ties(const TrainOptions& o) {
+// docs/DESIGN.md section 2: synchronous schedules clip by the global norm, asynchronous ones each stage by its own.
+void check_clip_scope(const TrainOptions& o) {
     const ClipScope wanted = clip_scope_of(o.schedule);
     if (o.clip_scope != wanted)
         throw UsageError(fmt::format("--clip-scope {} does not fit --schedule {}: {} (--clip-scope {})",
@@ -56,8 +55,6 @@ void check_clip_scope_and_ties(const TrainOptions& o) {
                                          ? "an asynchronous schedule clips each stage by its own norm"
                                          : "a synchronous schedule clips by the global norm",
                                      clip_scope_name(wanted)));
-    if (o.model.tie_embeddings && o.schedule_spec().virtual_stage_count() > 1)
-        throw UsageError("tied embeddings across stages are not built yet: use --untie-embeddings-and-output-weights");
 }
 
 // The mitigations act on 2bw's one-step delay; predict alone also on pipedream's p-1-s (it extrapolates that many
@@ -148,7 +145,7 @@ RunPlan make_run_plan(const TrainOptions& o, const StageFits& fits) {
     const bool counts_ok = o.train_iters > 0 && o.num_microbatches > 0;
     check_each_flag(o, counts_ok ? plan.optimizer_steps() : o.train_iters);
     plan.schedule.validate();  // 2bw with m < P; the synchronous steps' counts
-    check_clip_scope_and_ties(o);
+    check_clip_scope(o);
     check_delay_mitigations(o);
     check_checkpoint_flags(o);
     check_fault_flags(o);

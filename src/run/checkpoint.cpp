@@ -241,6 +241,9 @@ void check_stage_count(const TrainOptions& options, const SavedRun& saved, const
                                        pipeline_layout_of(saved.cut)));
 }
 
+// A head without the embedding on a tied model: it reads the matrix from the file of the part that holds it.
+bool holds_tied_copy(const StageSpec& stage, bool tied) { return tied && stage.has_head && !stage.has_embedding; }
+
 bool overlaps(const StageSpec& a, const StageSpec& b) {
     return std::max(a.first_block, b.first_block) < std::min(a.end_block, b.end_block) ||
            (a.has_embedding && b.has_embedding) || (a.has_head && b.has_head);
@@ -316,15 +319,18 @@ ResumePoint read_resume_point(const TrainOptions& options, const std::vector<Sta
     return r;
 }
 
-StageFiles read_stage_files(const ResumePoint& resume, const StageSpec& stage) {
+StageFiles read_stage_files(const ResumePoint& resume, const StageSpec& stage, bool tied) {
     const std::string manifest = resume.step_dir + "/manifest.json";
     std::set<std::string> wanted;
     std::set<int64_t> steps;
-    for (size_t s = 0; s < resume.saved.cut.size(); ++s)
+    for (size_t s = 0; s < resume.saved.cut.size(); ++s) {
         if (overlaps(resume.saved.cut[s], stage)) {
             wanted.insert(stage_file_name(static_cast<int>(s), resume.format));
             steps.insert(resume.saved.steps_taken[s]);
         }
+        if (holds_tied_copy(stage, tied) && resume.saved.cut[s].has_embedding)  // the matrix, written once
+            wanted.insert(stage_file_name(static_cast<int>(s), resume.format));   // (tied_gradient.h)
+    }
     if (steps.size() != 1)
         throw RuntimeError(fmt::format("'{}': the saved stages holding blocks {}-{} have {} different step counts",
                                        manifest, stage.first_block, stage.end_block, steps.size()));

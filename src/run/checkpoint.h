@@ -87,7 +87,9 @@ struct StageFiles {
     int64_t steps_taken = 0;
     std::string source;  // the files, for errors
 };
-StageFiles read_stage_files(const ResumePoint& resume, const StageSpec& stage);
+// `tied`: the model's embeddings are tied; a head without the embedding then also reads the file that holds the
+// matrix (its copy is not written: pipeline/stage/tied_gradient.h).
+StageFiles read_stage_files(const ResumePoint& resume, const StageSpec& stage, bool tied = false);
 
 // The one-stage loops (the plain loop; `bench checkpoint`): `stage`'s checkpoint of `step`, its file then its
 // manifest; and its resume from --load, checked first, returning what the manifest says.

@@ -25,7 +25,8 @@ std::optional<ResumePoint> read_resume_point_on_every_rank(const RunPlan& plan, 
 void prepare_runner(StageRunner& runner, const PipelineSetup& setup, const ResumePoint* resume) {
     if (!setup.options.save_dir.empty()) install_stop_signal_handlers();
     if (!resume) return;
-    const StageFiles files = read_stage_files(*resume, setup.cut.at(static_cast<size_t>(runner.stage())));
+    const StageFiles files = read_stage_files(*resume, setup.cut.at(static_cast<size_t>(runner.stage())),
+                                              setup.options.model.tie_embeddings);
     runner.restore(files.by_name, files.steps_taken, resume->saved.data, files.source);
 }
 

@@ -352,7 +352,8 @@ void ProgressCollector::finish_run() {
         trace.write_chrome_json(setup_.options.trace_path, setup_.num_stages());
     }
     optimizer_hash_ = stages_sha256(state);
-    weights_hash_ = stages_sha256(weights);  // last: it marks the collector done
+    // last: it marks the collector done
+    weights_hash_ = stages_weights_sha256(std::move(weights), setup_.options.model.tie_embeddings);
 }
 
 std::string ProgressCollector::waiting_for() const {

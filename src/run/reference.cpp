@@ -15,6 +15,7 @@
 #include "model/stage_model.h"
 #include "model/model_step.h"
 #include "model/moe_load.h"
+#include "model/tied_head_grad.h"
 #include "optim/stage_optimizer.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
@@ -22,6 +23,7 @@
 #include "pipeline/stage/stage_memory.h"
 #include "pipeline/stage/stage_state.h"
 #include "pipeline/stage/state_hash.h"
+#include "pipeline/stage/tied_gradient.h"
 #include "optim/replica_grads.h"
 #include "pipeline/stage/weight_history.h"
 #include "src/plan/train_data.h"
@@ -150,9 +152,17 @@ float forward_loss(Ops& ops, const std::vector<std::unique_ptr<Stage>>& stages, 
 
 using ParamSums = std::vector<std::vector<double>>;  // [stage][parameter]
 
+// Tied embeddings with more than one stage: the first stage holds the matrix, the last stage a copy.
+bool tied_across_stages(const std::vector<std::unique_ptr<Stage>>& stages) {
+    return stages.size() > 1 && stages.front()->model.config().tie_embeddings;
+}
+
+// The tied matrix counts once in every norm: the last stage's copy adds 0 (x + 0 == x, so the sum is the
+// one-stage model's).
 ParamSums param_sum_squares(Ops& ops, const std::vector<std::unique_ptr<Stage>>& stages) {
     ParamSums sums;
     for (const auto& stage : stages) sums.push_back(nb::param_sum_squares(ops, stage->model.layout(), stage->grads));
+    if (tied_across_stages(stages)) sums.back().at(0) = 0;
     return sums;
 }
 
@@ -166,9 +176,23 @@ double clip_gradients(Ops& ops, std::vector<std::unique_ptr<Stage>>& stages, con
     const double global = global_norm(sums);
     for (size_t s = 0; s < stages.size(); ++s) {
         const double norm = o.clip_scope == ClipScope::stage ? stage_norm(sums, s) : global;
-        clip_grads_to_norm(ops, stages[s]->model.layout(), stages[s]->grads, norm, o.clip_grad);
+        // A tied copy (the last stage's tensor 0) is clipped as the first stage clips the matrix.
+        const bool tied_copy = tied_across_stages(stages) && s + 1 == stages.size();
+        const double copy_norm = o.clip_scope == ClipScope::stage && tied_copy ? stage_norm(sums, 0) : norm;
+        clip_grads_to_norms(ops, stages[s]->model.layout(), stages[s]->grads, norm, copy_norm, o.clip_grad);
     }
     return global;
+}
+
+// Once each half of the tied matrix's gradient is summed (over microbatches and replicas): g = E + H
+// (model/tied_head_grad.h), on a stage that holds both ends from its own slot, else from the first stage's half
+// and the last stage's copy's, into both copies.
+void add_tied_halves(Ops& ops, std::vector<std::unique_ptr<Stage>>& stages) {
+    for (auto& st : stages) add_tied_head_half(ops, st->model, st->grads);
+    if (!tied_across_stages(stages)) return;
+    Tensor& embedding = stages.front()->grads[0];
+    ops.add_inplace(embedding, stages.back()->grads[0]);
+    stages.back()->grads[0] = ops.copy_of(embedding);
 }
 
 // ---- the run ----
@@ -247,7 +271,11 @@ public:
             const int64_t newest = history_.newest(s);
             for (const auto& [version, weights] : history_.versions(s))
                 if (version < newest) older.emplace(version, &weights);
-            entries.push_back(write_checkpoint_file(dir, stage_file_name(s), stage_state_pieces(stage(s), older).pieces()));
+            std::vector<std::pair<std::string, const Tensor*>> carried;
+            for (const auto& [name, tensor] : stage(s).state_tensors()) carried.emplace_back(name, tensor);
+            const bool tied_copy = tied_across_stages(stages_) && s + 1 == num_stages();  // written once, by stage 0
+            const SafetensorsPieces file = stage_file_pieces(carried, stage(s).model.layout(), older, tied_copy);
+            entries.push_back(write_checkpoint_file(dir, stage_file_name(s), file.pieces()));
             saved.cut.push_back(stage(s).model.spec());
             saved.steps_taken.push_back(stage(s).optimizer.steps_taken());
         }
@@ -258,7 +286,7 @@ public:
     void restore(const ResumePoint& resume) {
         for (int s = 0; s < num_stages(); ++s) {
             Stage& st = stage(s);
-            const StageFiles files = read_stage_files(resume, st.model.spec());
+            const StageFiles files = read_stage_files(resume, st.model.spec(), st.model.config().tie_embeddings);
             std::map<int64_t, TensorSet> versions =
                 saved_versions(files.by_name, st.model.layout(), ops_.activation_dtype(), ops_.device(), files.source);
             restore_stage_state(st, files.by_name, files.steps_taken, files.source);
@@ -290,12 +318,13 @@ private:
             for (const Microbatch* mb : by_replica[replica])
                 loss_sums[replica] += forward_backward(ops_, stages_, weights, *mb, moe[replica]);
             for (int s = 0; replicas && s < num_stages(); ++s) {
-                if (replica == 0) total.push_back(TensorSet::zeros(stage(s).model.layout(), DType::f32, ops_.device()));
+                if (replica == 0) total.push_back(gradient_slots(stage(s).model, ops_.device()));
                 add_replica_grads(ops_, total[static_cast<size_t>(s)], stage(s).grads);
             }
         }
         for (size_t s = 0; s < total.size(); ++s) stages_[s]->grads = std::move(total[s]);
         const int64_t microbatches = static_cast<int64_t>(by_replica.size() * by_replica.front().size());
+        add_tied_halves(ops_, stages_);
         for (auto& st : stages_) average_grads(ops_, st->model.layout(), st->grads, microbatches);
         r.grad_norm = clip_gradients(ops_, stages_, o_);
         r.lr = lr_.lr_at(step);
@@ -356,7 +385,7 @@ std::string describe_cut(const std::vector<std::unique_ptr<Stage>>& stages) {
 std::string weights_hash(const std::vector<std::unique_ptr<Stage>>& stages) {
     std::vector<std::vector<Tensor>> all;
     for (const auto& st : stages) all.push_back(st->master.tensors);
-    return stages_sha256(all);
+    return stages_weights_sha256(std::move(all), stages.front()->model.config().tie_embeddings);
 }
 
 std::string optimizer_hash(const std::vector<std::unique_ptr<Stage>>& stages) {

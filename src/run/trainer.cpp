@@ -15,6 +15,7 @@
 #include "src/core/error.h"
 #include "model/model_step.h"
 #include "model/moe_load.h"
+#include "model/tied_head_grad.h"
 #include "optim/grad_clip.h"
 #include "pipeline/schedule/schedule.h"
 #include "pipeline/stage/stage_memory.h"
@@ -92,6 +93,7 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
             loss_sum += forward_backward(ops, model, compute_weights, grads, reader.next(*data->train, device), 1.0f,
                                          &moe_load);
         const double loss = loss_sum / static_cast<double>(o.num_microbatches);
+        add_tied_head_half(ops, model, grads);  // g = E + H, each half summed on its own (model/tied_head_grad.h)
         average_grads(ops, model.layout(), grads, o.num_microbatches);
         const double grad_norm = clip_grad_norm(ops, model.layout(), grads, o.clip_grad);
         const double lr = schedule.lr_at(step);

@@ -3,9 +3,8 @@
 # - a rank that fails mid-run (the test-only --fail-at-step N --fail-rank R) prints
 #   `nobubble: error: rank R (stage R): ...` and aborts every rank (MPI_Abort): no rank hangs;
 # - a bad data file, found by every rank before the run, is reported once, and the job exits 1;
-# - usage errors (2bw with m < P, more stages than layers, a rank count that is not --stages, tied embeddings
-#   across stages) are found identically by every rank before anything runs: rank 0 alone prints, every rank
-#   exits 2;
+# - usage errors (2bw with m < P, more stages than layers, a rank count that is not --stages) are found
+#   identically by every rank before anything runs: rank 0 alone prints, every rank exits 2;
 # - the same faults in one process (--stages P without mpirun), and --stop-on-nan.
 source "$(dirname "$0")/lib.sh"
 make_corpus "$WORK/corpus.txt"
@@ -29,8 +28,6 @@ done
 expect_error 2 "2bw needs --num-microbatches >= the number of stages" "$NB" train "${FLAGS[@]}" --schedule 2bw \
   --stages 3 --num-microbatches 2
 expect_error 2 "6 pipeline stages but the model has only 5 layers" "$NB" train "${FLAGS[@]}" --stages 6
-expect_error 2 "tied embeddings across stages are not built yet: use --untie-embeddings-and-output-weights" \
-  "$NB" train --data "$WORK/corpus.txt" "${MODEL[@]}" --tie-embeddings --stages 2
 expect_error 2 "fail-rank 3 is not a rank of 3 stages" "$NB" train "${FLAGS[@]}" --stages 3 --fail-at-step 1 --fail-rank 3
 expect_error 1 "$WORK/missing.txt" "$NB" train --data "$WORK/missing.txt" "${MODEL[@]}" --untie-embeddings-and-output-weights --stages 2
 
@@ -59,7 +56,5 @@ expect_mpi_usage_error 2bw_m_lt_p 3 "2bw needs --num-microbatches >= the number 
   --schedule 2bw --num-microbatches 2
 expect_mpi_usage_error more_stages_than_layers 6 "6 pipeline stages but the model has only 5 layers" "${FLAGS[@]}"
 expect_mpi_usage_error ranks_not_stages 3 "stages 2 does not match the 3 MPI ranks" "${FLAGS[@]}" --stages 2
-expect_mpi_usage_error tied 2 "tied embeddings across stages are not built yet" --data "$WORK/corpus.txt" "${MODEL[@]}" \
-  --tie-embeddings
 expect_mpi_usage_error bad_flag 2 "not expected" "${FLAGS[@]}" --bogus-flag 1
 finish

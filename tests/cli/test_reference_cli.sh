@@ -77,8 +77,6 @@ expect_error 2 "clip-scope stage does not fit --schedule 1f1b" "${R[@]}" --clip-
 expect_error 2 "clip-scope stage does not fit --schedule gpipe" "${R[@]}" --schedule gpipe --clip-scope stage
 expect_error 2 "clip-scope global does not fit --schedule 2bw: an asynchronous schedule clips each stage by its own norm" "${R[@]}" --schedule 2bw --clip-scope global
 expect_error 2 "unknown --clip-scope 'layer' (valid: global, stage)" "${R[@]}" --clip-scope layer
-expect_error 2 "tied embeddings across stages are not built yet: use --untie-embeddings-and-output-weights" \
-  "$NB" reference --data "$WORK/corpus.txt" "${TINY_FLAGS[@]}" --tie-embeddings --stages 2 --train-iters 2
 expect_error 2 "data is required" "$NB" reference "${TINY_FLAGS[@]}" --schedule 2bw
 expect_error 1 "$WORK/missing.txt" "${R[@]}" --data "$WORK/missing.txt"
 # train takes the same flags (it runs every schedule on the pipeline executor: test_pipeline_equality.sh).
