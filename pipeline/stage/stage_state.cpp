@@ -1,5 +1,7 @@
 #include "pipeline/stage/stage_state.h"
 
+#include "model/named_weights.h"
+
 namespace nb {
 
 namespace {
@@ -25,6 +27,13 @@ ParamLayout shard_layout(const ParamLayout& layout, const std::vector<TensorShar
     return out;
 }
 
+// The stage's first weights: --init-from-hf's or --pretrained-checkpoint's by name where given (any cut: a tied
+// head's copy takes the embedding's), else from --seed.
+TensorSet initial_weights(const StageModel& model, const TrainOptions& o) {
+    if (!o.initial_weights) return model.init_weights(o.seed);
+    return weights_for_layout(model.layout(), *o.initial_weights, o.initial_weights_source);
+}
+
 }  // namespace
 
 StageState::StageState(const TrainOptions& o, const StageSpec& spec, Device device)
@@ -32,7 +41,7 @@ StageState::StageState(const TrainOptions& o, const StageSpec& spec, Device devi
 
 StageState::StageState(const TrainOptions& o, const StageSpec& spec, Device device, std::vector<TensorShard> shards)
     : model(o.model, spec),
-      master(model.init_weights(o.seed).to(device)),
+      master(initial_weights(model, o).to(device)),
       grads(TensorSet::zeros(model.layout(), DType::f32, device)),
       owned(std::move(shards)),
       optimizer_layout(shard_layout(model.layout(), owned)),

@@ -2,6 +2,8 @@
 // state, for `small` and `smollm-135m`, on the CPU (and on CUDA where a GPU is usable), the bytes written, and
 // the save's rate against this disk's sequential write rate measured in the same run (src/run/checkpoint_bench.h).
 //   Target (issue 11): the save writes at >= 50% of the disk's rate.
+// Then the Hugging Face folder of each model (src/run/hf_bench.h): `nobubble export`'s write and `--init-from-hf`'s
+// read against the disk's sequential write and read rates in the same run. Target (issue 38): >= 50% of each.
 #include <algorithm>
 #include <cstdlib>
 
@@ -12,6 +14,7 @@
 #include "src/core/error.h"
 #include "src/run/backend.h"
 #include "src/run/checkpoint_bench.h"
+#include "src/run/hf_bench.h"
 
 namespace nb::cli {
 
@@ -50,6 +53,26 @@ std::vector<double> time_device(Ops& ops, const BenchCheckpointFlags& f, const s
     return ratios;
 }
 
+// One row per model: export against the disk's write rate, import against its read rate; the lower ratio.
+double time_hf_folders(const BenchCheckpointFlags& f, const std::string& dir) {
+    fmt::print("Hugging Face folder of the whole model in float32 (export: write_hf_folder, every file fsynced, "
+               "renamed into place;\nimport: read_hf_folder from the disk, dropped from the page cache first, into "
+               "f32 tensors by our names); best of {} each:\n", f.reps);
+    fmt::print("  {:<12} {:>9} {:>8} {:>8} {:>11} {:>11} {:>6} {:>11} {:>11} {:>6}\n", "model", "bytes", "export s",
+               "import s", "export rate", "disk write", "ratio", "import rate", "disk read", "ratio");
+    double worst = 1e9;
+    for (const std::string& name : f.models) {
+        const HfTiming t = time_hf_folder(model_preset(name), dir, f.reps);
+        const double write_ratio = t.disk_write_s / t.export_s, read_ratio = t.disk_read_s / t.import_s;
+        worst = std::min({worst, write_ratio, read_ratio});
+        fmt::print("  {:<12} {:>9} {:>8.3f} {:>8.3f} {:>11} {:>11} {:>5.0f}% {:>11} {:>11} {:>5.0f}%\n", name,
+                   format_bytes(t.file_bytes), t.export_s, t.import_s, rate(t.file_bytes, t.export_s),
+                   rate(t.file_bytes, t.disk_write_s), 100 * write_ratio, rate(t.file_bytes, t.import_s),
+                   rate(t.file_bytes, t.disk_read_s), 100 * read_ratio);
+    }
+    return worst;
+}
+
 int run_bench_checkpoint(const BenchCheckpointFlags& f) {
     const ScratchDir scratch(scratch_parent(f));
     fmt::print("checkpoint of one stage holding the whole model with AdamW state (weights, exp_avg, exp_avg_sq), "
@@ -72,6 +95,9 @@ int run_bench_checkpoint(const BenchCheckpointFlags& f) {
     const double worst = *std::min_element(ratios.begin(), ratios.end());
     fmt::print("target: save rate >= {:.0f}% of the disk's sequential write rate: lowest {:.0f}%, target {}\n",
                100 * f.target, 100 * worst, worst >= f.target ? "met" : "not met");
+    const double hf_worst = time_hf_folders(f, scratch.path());
+    fmt::print("target: export and import rates >= {:.0f}% of the disk's sequential write and read rates: lowest "
+               "{:.0f}%, target {}\n", 100 * f.target, 100 * hf_worst, hf_worst >= f.target ? "met" : "not met");
     return 0;
 }
 

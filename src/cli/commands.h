@@ -84,6 +84,10 @@ Command add_info_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_schedule_command(CLI::App& app);
 Command add_reference_command(CLI::App& app);
+// `export` and `eval`: a checkpoint as a Hugging Face folder; a checkpoint's or folder's validation loss
+// (src/cli/export_command.cpp, src/cli/eval_command.cpp).
+Command add_export_command(CLI::App& app);
+Command add_eval_command(CLI::App& app);
 // `bench gpu`, a subcommand of `bench` (src/cli/bench_gpu_command.cpp).
 Command add_bench_gpu_command(CLI::App& bench);
 // `bench schedules`: tokens/s, bubble, activation memory and loss per schedule (src/cli/bench_schedules_command.cpp).

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "optim/optimizer_registry.h"
+#include "src/cli/init_from_hf.h"
 #include "src/core/error.h"
 #include "src/run/backend.h"
 
@@ -33,7 +34,14 @@ void add_optimizer_flags(CLI::App& sub, OptimizerConfig& c) {
 
 void add_train_flags(CLI::App& sub, TrainFlags& f) {
     TrainOptions& o = f.options;
+    f.app = &sub;
     add_model_flags(sub, f.model);
+    sub.add_option("--init-from-hf", o.init_from_hf,
+                   "Start from a Hugging Face Llama folder (config.json, single or sharded safetensors; f32, bf16 or "
+                   "f16): its shape and weights, a fresh optimizer");
+    sub.add_option("--pretrained-checkpoint", o.pretrained_checkpoint,
+                   "Start from a checkpoint's weights only (its newest master weights; step 0, a fresh optimizer, the "
+                   "data from the start), as Megatron's; the model flags give its shape");
     sub.add_option("--device", f.device, kDevices.choices_text())
         ->capture_default_str();
     sub.add_option("--data", o.data_path, "Training data: a text file (bytes, vocab 256) or llm.c shards *.bin (glob)");
@@ -147,7 +155,11 @@ TrainOptions resolve_train_flags(const TrainFlags& f) {
     // Checked here, not by the value's range check, which would name a value the user never typed.
     if (!f.lr_given) throw UsageError("--lr is required (the peak learning rate, e.g. --lr 3e-4)");
     TrainOptions o = f.options;
-    o.model = resolve_model(f.model);
+    if (o.init_from_hf.empty())
+        o.model = resolve_model(f.model);
+    else
+        apply_init_from_hf(f.model, f.app && f.app->count("--model") > 0, o);
+    apply_pretrained_checkpoint(o);
     o.set_shape(f.shape);
     o.device = parse_device(f.device);
     o.schedule = parse_schedule_kind(f.schedule);

@@ -24,12 +24,14 @@ struct TrainFlags {
     CutFlags cut;            // --pipeline-cut, --pipeline-layout
     bool lr_given = false;   // --lr has no default: a run without it is a usage error
     TrainOptions options;    // every other flag's value (the shape's fields in it are set from `shape`)
+    const CLI::App* app = nullptr;  // the subcommand (whether --model was given: --init-from-hf checks it)
 };
 
 void add_train_flags(CLI::App& sub, TrainFlags& flags);
 
-// The options the flags name: the model preset with its overrides, the names parsed into enums (UsageError
-// naming the flag for an unknown one), the clip scope's default resolved. Not yet a plan (make_run_plan).
+// The options the flags name: the model preset with its overrides (or --init-from-hf's folder: its config and
+// weights), the names parsed into enums (UsageError naming the flag for an unknown one), the clip scope's default
+// resolved. Not yet a plan (make_run_plan).
 TrainOptions resolve_train_flags(const TrainFlags& flags);
 
 }  // namespace nb::cli

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "model/config.h"
+#include "model/named_weights.h"
 #include "model/partition.h"
 #include "src/core/name_table.h"
 #include "src/core/tensor.h"
@@ -84,6 +86,14 @@ struct TrainOptions {
     std::string load_path;          // --load DIR (its newest complete checkpoint) or DIR/step_<t>
     bool allow_data_change = false; // --allow-data-change: --load resumes on data other than the checkpoint's
     int64_t exit_interval = 0;      // --exit-interval N: stop (saving first, with --save) after step N, 2N, ...
+    // --init-from-hf DIR (src/run/hf_folder.h): the model's shape is DIR's config.json and every stage's initial
+    // weights are its tensors, by name (StageState), in place of --seed's; the optimizer starts fresh.
+    // --pretrained-checkpoint CKPT (Megatron's name): the same from a checkpoint's newest master weights (the model
+    // flags must give its shape), with nothing else of it (step 0, fresh optimizer, data from the start).
+    std::string init_from_hf;
+    std::string pretrained_checkpoint;
+    std::shared_ptr<const NamedWeights> initial_weights;  // null: from --seed (StageModel::init_weights)
+    std::string initial_weights_source;                   // the folder or checkpoint, for errors
 
     // Pipeline (the pipeline issue): the schedule and the number of stages. `train` without mpirun and with
     // --stages 1 is the plain single-process loop.

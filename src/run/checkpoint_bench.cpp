@@ -27,13 +27,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-template <class F>
-double seconds_of(F&& body) {
-    const auto t0 = std::chrono::steady_clock::now();
-    body();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // The options of a one-stage run that saves to `save_dir` and, when given, resumes from `load_path`. Nothing
 // reads the data, so the checkpoint records no data files (the plan wants a --data; the save does not).
 RunPlan bench_plan(const ModelConfig& model, Device device, const std::string& save_dir, const std::string& load_path) {
@@ -48,30 +41,6 @@ RunPlan bench_plan(const ModelConfig& model, Device device, const std::string& s
     RunPlan plan = make_run_plan(o);
     plan.options.data_path.clear();
     return plan;
-}
-
-// Its pages are clean after the fsync, so the kernel drops them: the next read comes from the disk, as a resume
-// after a crash or on another node would.
-void drop_from_page_cache(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    ::close(fd);
-}
-
-// The disk's sequential write rate's measure: the file's bytes to a new file with plain write() calls, then one
-// fsync.
-double time_plain_write_s(const std::string& path, const std::vector<std::string_view>& pieces) {
-    double seconds = 0;
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) throw RuntimeError(fmt::format("cannot create '{}': {}", path, std::strerror(errno)));
-    seconds = seconds_of([&] {
-        for (const std::string_view piece : pieces) write_all(fd, piece, path);
-        if (::fsync(fd) != 0) throw RuntimeError(fmt::format("cannot fsync '{}': {}", path, std::strerror(errno)));
-    });
-    ::close(fd);
-    ::unlink(path.c_str());
-    return seconds;
 }
 
 // Progress lines of save and load, not wanted here.
@@ -108,6 +77,30 @@ CheckpointTiming time_checkpoint(Ops& ops, const ModelConfig& model, const std::
         t.disk_write_s = std::min(t.disk_write_s, time_plain_write_s(plain, file.pieces()));
     }
     return t;
+}
+
+// Its pages are clean after the fsync, so the kernel drops them: the next read comes from the disk, as a resume
+// after a crash or on another node would.
+void drop_from_page_cache(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+}
+
+// The disk's sequential write rate's measure: the file's bytes to a new file with plain write() calls, then one
+// fsync.
+double time_plain_write_s(const std::string& path, const std::vector<std::string_view>& pieces) {
+    double seconds = 0;
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw RuntimeError(fmt::format("cannot create '{}': {}", path, std::strerror(errno)));
+    seconds = seconds_of([&] {
+        for (const std::string_view piece : pieces) write_all(fd, piece, path);
+        if (::fsync(fd) != 0) throw RuntimeError(fmt::format("cannot fsync '{}': {}", path, std::strerror(errno)));
+    });
+    ::close(fd);
+    ::unlink(path.c_str());
+    return seconds;
 }
 
 ScratchDir::ScratchDir(const std::string& parent) {

@@ -5,8 +5,11 @@
 // into the same directory, in the same repetition (so that both see the same load on a shared machine).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "model/config.h"
 #include "src/ops/ops.h"
@@ -27,6 +30,21 @@ struct CheckpointTiming {
 // `reps` repetitions in the existing directory `dir` (each removes what it wrote); each figure the best of them.
 // The stage lives on `ops`' device.
 CheckpointTiming time_checkpoint(Ops& ops, const ModelConfig& model, const std::string& dir, int reps);
+
+// The seconds `body()` takes (steady clock).
+template <class F>
+double seconds_of(F&& body) {
+    const auto t0 = std::chrono::steady_clock::now();
+    body();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The file's pages out of the page cache (they are clean once fsynced), so that the next read comes from the disk.
+void drop_from_page_cache(const std::string& path);
+
+// The disk's sequential write rate's measure: `pieces` to a new file at `path` by plain write() calls, then one
+// fsync; the seconds (the file is removed).
+double time_plain_write_s(const std::string& path, const std::vector<std::string_view>& pieces);
 
 // A fresh directory under `parent` (nobubble_bench_checkpoint_XXXXXX), removed with everything in it when this
 // goes. nb::RuntimeError naming `parent` when it cannot be made.

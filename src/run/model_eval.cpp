@@ -1,0 +1,69 @@
+#include "src/run/model_eval.h"
+
+#include <fmt/format.h>
+
+#include "model/model_step.h"
+#include "model/stage_model.h"
+#include "src/core/atomic_file.h"
+#include "src/core/error.h"
+#include "src/plan/train_data.h"
+#include "src/run/backend.h"
+
+namespace nb {
+
+namespace {
+
+// The logits of `batch`: the blocks' output (a model cut before its head), then the final norm and the head's
+// product, as the head computes them before its loss (model/output_head.cpp).
+Tensor logits_of(Ops& ops, const ModelConfig& model, const NamedWeights& weights, const std::string& source,
+                 const Microbatch& batch) {
+    const StageModel body(model, {0, model.num_layers, true, false});
+    const TensorSet body_master = weights_for_layout(body.layout(), weights, source).to(ops.device());
+    const TensorSet body_weights = make_compute_weights(ops, body.layout(), body_master);
+    const Tensor x = stage_forward(body, LayerContext{ops, body_weights, nullptr, batch}, Tensor{}, nullptr);
+    const StageModel whole(model, whole_model_spec(model));
+    const TensorSet all = make_compute_weights(ops, whole.layout(),
+                                               weights_for_layout(whole.layout(), weights, source).to(ops.device()));
+    const int head_index = whole.layout().index_of(model.tie_embeddings ? "embedding.weight" : "lm_head.weight");
+    const int64_t n = batch.rows();
+    Tensor rstd = ops.f32_output({n});
+    Tensor h = ops.output({n, model.hidden_size});
+    ops.rmsnorm_forward(h, rstd, x, all[whole.layout().index_of("final_norm.weight")],
+                        static_cast<float>(model.norm_eps));
+    Tensor logits = ops.output({n, model.vocab_size});
+    ops.linear_forward(logits, h, all[head_index]);
+    return logits.to(Device::cpu);
+}
+
+void dump_first_logits(Ops& ops, const TrainOptions& o, BatchLoader& val, const NamedWeights& weights,
+                       const std::string& source, const std::string& path) {
+    val.reset();
+    MicrobatchReader reader(o);
+    const Tensor logits = logits_of(ops, o.model, weights, source, reader.next(val, ops.device()));
+    if (logits.dtype() != DType::f32) throw UsageError("--dump-logits takes f32 logits: give --device cpu");
+    write_file_atomically(path, std::string_view(static_cast<const char*>(logits.data()), logits.bytes()));
+}
+
+}  // namespace
+
+EvalResult evaluate_model(const TrainOptions& o, const NamedWeights& weights, const std::string& source,
+                          const std::string& logits_path) {
+    const auto data = open_train_data(o);
+    if (!data->val)
+        throw UsageError("no validation windows to evaluate on: give --val-data, or a --val-fraction above 0 "
+                         "(and --eval-iters above 0)");
+    std::unique_ptr<Ops> backend = make_ops(o.device);
+    Ops& ops = *backend;
+    const StageModel model(o.model, whole_model_spec(o.model));
+    const TensorSet master = weights_for_layout(model.layout(), weights, source).to(ops.device());
+    const TensorSet compute = make_compute_weights(ops, model.layout(), master);
+    EvalResult r;
+    r.microbatches = o.eval_iters * o.microbatches_per_iter();
+    r.tokens = r.microbatches * o.micro_batch_size * o.seq_length;
+    r.loss = validation_loss(*data->val, o, ops.device(),
+                             [&](const Microbatch& mb) { return forward_loss(ops, model, compute, mb); });
+    if (!logits_path.empty()) dump_first_logits(ops, o, *data->val, weights, source, logits_path);
+    return r;
+}
+
+}  // namespace nb
