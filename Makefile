@@ -8,8 +8,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Debian packages the build, the tests and the main job need.
 PACKAGES := cmake ninja-build g++ make ccache pkg-config openmpi-bin libopenmpi-dev libcli11-dev libfmt-dev \
-            libtomlplusplus-dev doctest-dev nlohmann-json3-dev libopenblas-dev python3-torch python3-numpy \
-            python3-matplotlib python3-venv fortunes
+            libtomlplusplus-dev doctest-dev nlohmann-json3-dev libssl-dev libopenblas-dev python3-torch \
+            python3-numpy python3-matplotlib python3-venv fortunes
 
 .PHONY: setup test-setup hf-venv configure build test test-slurm run bench gpu-deps clean
 
@@ -66,10 +66,10 @@ bench: build
 	$(NOBUBBLE) bench ops
 
 # Dependencies for a GPU machine without a package registry, unpacked under .deps/prefix (run/gpu_check.sh
-# uses them; the device tool carries the folder): CLI11, fmt, toml++, doctest, nlohmann/json headers and OpenBLAS with
-# its runtime.
-GPU_DEBS := libcli11-dev libfmt-dev libfmt9 libtomlplusplus-dev doctest-dev nlohmann-json3-dev libopenblas-dev \
-            libopenblas-pthread-dev libopenblas0-pthread libgfortran5 libquadmath0
+# uses them; the device tool carries the folder): CLI11, fmt, toml++, doctest, nlohmann/json headers, OpenSSL's
+# libcrypto and OpenBLAS with their runtimes.
+GPU_DEBS := libcli11-dev libfmt-dev libfmt9 libtomlplusplus-dev doctest-dev nlohmann-json3-dev libssl-dev libssl3 \
+            libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libgfortran5 libquadmath0
 gpu-deps:
 	rm -rf .deps && mkdir -p .deps/debs .deps/prefix
 	cd .deps/debs && apt-get download $(GPU_DEBS)

@@ -38,7 +38,7 @@ note "machine: $(nvidia-smi --query-gpu=name,memory.total,driver_version --forma
 
 # 1. Configure and build (about 2 minutes on 16 cores).
 timeout 300 cmake -S . -B "$build" -G Ninja -DNOBUBBLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DNOBUBBLE_DEPS_PREFIX="$deps" \
+  -DNOBUBBLE_DEPS_PREFIX="$deps" -DOPENSSL_ROOT_DIR="$deps" \
   -DOPENBLAS_INCLUDE_DIR="$deps/include/x86_64-linux-gnu/openblas-pthread" \
   -DOPENBLAS_LIBRARY="$deps/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so" \
   -DNOBUBBLE_TORCH_PYTHON="$python" >"$out/build.log" 2>&1 &&

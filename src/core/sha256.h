@@ -1,5 +1,6 @@
-// Sha256: the SHA-256 hash of FIPS 180-4, written from the standard (its compression function on x86's SHA
-// extensions where the CPU has them: src/core/sha256_blocks.h).
+// Sha256: the SHA-256 hash of FIPS 180-4, computed by OpenSSL's libcrypto (its EVP interface; on x86's SHA
+// extensions or AVX2 where the CPU has them). It replaced our own implementation: as fast where the CPU has SHA
+// extensions, faster where it has not (docs/formats.md, "Checkpoint speed"), and kept by others.
 //
 // Why: checkpoint manifests record a checksum per stage file, so a resumed run can tell a damaged or mismatched
 // file from a good one. Streaming (update in pieces, then digest) so multi-GB files never need to sit in memory.
@@ -8,9 +9,12 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX, kept out of this header
 
 namespace nb {
 
@@ -36,10 +40,10 @@ public:
 private:
     void reset();
 
-    std::array<uint32_t, 8> state_;
-    std::array<uint8_t, 64> buffer_;
-    size_t buffer_bytes_ = 0;   // bytes waiting in buffer_, always < 64
-    uint64_t total_bytes_ = 0;  // message length so far (the padding stores it in bits)
+    struct ContextFree {
+        void operator()(evp_md_ctx_st* ctx) const;
+    };
+    std::unique_ptr<evp_md_ctx_st, ContextFree> ctx_;
 };
 
 }  // namespace nb

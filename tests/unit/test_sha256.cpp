@@ -1,14 +1,12 @@
-// Sha256 against the FIPS 180-4 / NIST example vectors, fed whole and in awkward pieces; its two compression
-// functions (portable, SHA extensions) against each other.
+// Sha256 (OpenSSL's libcrypto behind our interface) against the FIPS 180-4 / NIST example vectors, fed whole and in
+// awkward pieces.
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "src/core/sha256.h"
-#include "src/core/sha256_blocks.h"
 
 using nb::Sha256;
 
@@ -66,24 +64,6 @@ TEST_CASE("sha256: digest resets for the next message") {
     (void)h.digest();
     h.update("abc", 3);
     CHECK(Sha256::hex(h.digest()) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-}
-
-TEST_CASE("sha256: the SHA extensions' compression gives the portable one's bits") {
-    if (!nb::sha256_blocks::sha_extensions_available()) {
-        MESSAGE("this CPU has no SHA extensions: only the portable compression runs");
-        return;
-    }
-    std::mt19937 rng(11);
-    for (size_t blocks : {size_t{1}, size_t{2}, size_t{3}, size_t{17}, size_t{1000}}) {
-        CAPTURE(blocks);
-        std::vector<uint8_t> data(64 * blocks);
-        for (auto& b : data) b = static_cast<uint8_t>(rng());
-        uint32_t portable[8], fast[8];
-        for (int i = 0; i < 8; ++i) portable[i] = fast[i] = static_cast<uint32_t>(rng());
-        nb::sha256_blocks::compress_portable(portable, data.data(), blocks);
-        nb::sha256_blocks::compress_sha_extensions(fast, data.data(), blocks);
-        CHECK(std::equal(portable, portable + 8, fast));
-    }
 }
 
 TEST_CASE("sha256: a message given as pieces hashes as their concatenation") {
