@@ -5,10 +5,10 @@
 
 namespace nb {
 
-size_t Stash::bytes() const {
-    size_t n = 0;
-    for (const auto& t : saved) n += t.bytes();
-    return n + held_bytes(deferred);
+size_t Stash::bytes() const { return (saved ? saved->bytes() : 0) + held_bytes(deferred); }
+
+void Stash::throw_wrong_saved() {
+    throw std::logic_error("a layer's backward was given a stash its forward did not fill");
 }
 
 Tensor Layer::backward(const LayerContext& ctx, const Tensor& dout, Stash& stash) const {
@@ -20,7 +20,7 @@ Tensor Layer::backward_input(const LayerContext& ctx, const Tensor& dout, Stash&
     if (!stash.deferred.empty()) throw std::logic_error(name() + ": backward_input twice on one stash");
     WeightGrads later(ctx.ops, ctx.weights, *ctx.grads, &stash.deferred);
     Tensor dx = backward_pass(ctx, dout, stash, later);
-    stash.saved.clear();  // what W still reads, the records hold
+    stash.saved.reset();  // what W still reads, the records hold
     return dx;
 }
 

@@ -38,12 +38,37 @@ struct Microbatch {
     int64_t rows() const { return batch_size * seq_len; }
 };
 
-// What a layer keeps between forward and backward, in the layer's own order; after backward_input, only the
-// weight half's products and the tensors they read (`saved` is freed then).
+// What one layer's forward keeps for its backward: each layer names its own fields in a struct derived from this
+// (BlockSaved in model/transformer_block.cpp, MoeSaved in model/moe_layer.h, HeadSaved in model/output_head.cpp),
+// so that what is kept is chosen by name, not by position.
+struct SavedTensors {
+    virtual ~SavedTensors() = default;
+    virtual size_t bytes() const = 0;  // the defined tensors' bytes
+};
+
+// The bytes of the defined tensors among `tensors` (a SavedTensors' bytes()).
+template <class... T>
+size_t defined_bytes(const T&... tensors) {
+    return ((tensors.defined() ? tensors.bytes() : size_t{0}) + ... + size_t{0});
+}
+
+// What a layer keeps between forward and backward; after backward_input, only the weight half's products and the
+// tensors they read (`saved` is freed then).
 struct Stash {
-    std::vector<Tensor> saved;
+    std::shared_ptr<const SavedTensors> saved;  // null: nothing kept
     std::vector<WeightGradOp> deferred;
     size_t bytes() const;  // saved's tensors plus the distinct buffers `deferred` reads
+
+    // The layer's own struct; throws when the stash holds none of that type.
+    template <class T>
+    const T& saved_as() const {
+        const T* s = dynamic_cast<const T*>(saved.get());
+        if (!s) throw_wrong_saved();
+        return *s;
+    }
+
+private:
+    [[noreturn]] static void throw_wrong_saved();
 };
 
 // The tensors a layer reads and writes, handed in by whoever runs it.

@@ -18,30 +18,6 @@
 
 namespace nb {
 
-namespace {
-
-// What forward appends for backward, by position after `first`.
-enum MoeSaved {
-    kH,
-    kProbs,
-    kTopkExpert,
-    kTopkGate,
-    kPairOfRow,
-    kRowOfPair,
-    kOffsets,
-    kXp,
-    kGate,
-    kUp,
-    kAct,
-    kExpertOut,
-    kSharedGate,  // the shared expert's three, only when it exists
-    kSharedUp,
-    kSharedAct,
-    kMoeSavedCount
-};
-
-}  // namespace
-
 MoeFeedForward::MoeFeedForward(int64_t hidden_size, const MoeConfig& config, const std::string& prefix,
                                ParamLayout& layout)
     : d_(hidden_size), c_(config) {
@@ -78,7 +54,7 @@ std::vector<int> MoeFeedForward::expert_params(int SwiGluParams::*which) const {
 }
 
 MoeOutput MoeFeedForward::forward(const LayerContext& ctx, const Tensor& h, const Tensor& expert_bias,
-                                  Stash* stash) const {
+                                  MoeSaved* saved) const {
     Ops& ops = ctx.ops;
     const TensorSet& w = ctx.weights;
     const int64_t N = h.numel() / d_, d = d_, E = c_.num_experts, k = c_.topk, R = N * k;
@@ -125,66 +101,73 @@ MoeOutput MoeFeedForward::forward(const LayerContext& ctx, const Tensor& h, cons
     ops.moe_aux_loss_forward(result.aux_loss, probs, offsets, static_cast<float>(c_.aux_loss_coeff));
     result.expert_offsets = offsets;
 
-    if (stash) {
-        const Tensor saved[kMoeSavedCount] = {h2,   probs, topk_expert, topk_gate, pair_of_row,
-                                              row_of_pair, offsets, xp, gate, up, act, expert_out,
-                                              s_gate, s_up, s_act};
-        stash->saved.insert(stash->saved.end(), std::begin(saved), std::end(saved));
+    if (saved) {
+        *saved = MoeSaved{};
+        saved->h = h2;
+        saved->probs = probs;
+        saved->topk_expert = topk_expert;
+        saved->topk_gate = topk_gate;
+        saved->pair_of_row = pair_of_row;
+        saved->row_of_pair = row_of_pair;
+        saved->offsets = offsets;
+        saved->xp = xp;
+        saved->gate = gate;
+        saved->up = up;
+        saved->act = act;
+        saved->expert_out = expert_out;
+        saved->shared_gate = s_gate;
+        saved->shared_up = s_up;
+        saved->shared_act = s_act;
     }
     return result;
 }
 
-const Tensor& MoeFeedForward::stashed_offsets(const Stash& stash, size_t first) {
-    return stash.saved.at(first + kOffsets);
-}
-
-Tensor MoeFeedForward::backward(const LayerContext& ctx, const Tensor& dout, float daux_loss, const Stash& stash,
-                                size_t first) const {
+Tensor MoeFeedForward::backward(const LayerContext& ctx, const Tensor& dout, float daux_loss,
+                                const MoeSaved& saved) const {
     WeightGrads now(ctx.ops, ctx.weights, *ctx.grads, nullptr);
-    return backward(ctx, dout, daux_loss, stash, now, first);
+    return backward(ctx, dout, daux_loss, saved, now);
 }
 
-Tensor MoeFeedForward::backward(const LayerContext& ctx, const Tensor& dout, float daux_loss, const Stash& stash,
-                                WeightGrads& wg, size_t first) const {
+Tensor MoeFeedForward::backward(const LayerContext& ctx, const Tensor& dout, float daux_loss, const MoeSaved& s,
+                                WeightGrads& wg) const {
     Ops& ops = ctx.ops;
-    auto s = [&](MoeSaved i) -> const Tensor& { return stash.saved.at(first + i); };
-    const int64_t N = s(kH).dim(0), d = d_, E = c_.num_experts, k = c_.topk, R = N * k;
+    const int64_t N = s.h.dim(0), d = d_, E = c_.num_experts, k = c_.topk, R = N * k;
     const int64_t f = c_.ffn_hidden_size, fs = c_.shared_ffn_hidden_size;
     const Tensor dout2 = dout.reshaped({N, d});
     Tensor dh = ops.activation({N, d});
 
     if (c_.has_shared_expert()) {
         Tensor ds_act = ops.activation({N, fs}), ds_gate = ops.activation({N, fs}), ds_up = ops.activation({N, fs});
-        wg.linear_backward(ds_act, shared_.w_down, dout2, s(kSharedAct));
-        ops.swiglu_backward(ds_gate, ds_up, ds_act, s(kSharedGate), s(kSharedUp));
-        wg.linear_backward(dh, shared_.w_gate, ds_gate, s(kH));
-        wg.linear_backward(dh, shared_.w_up, ds_up, s(kH));
+        wg.linear_backward(ds_act, shared_.w_down, dout2, s.shared_act);
+        ops.swiglu_backward(ds_gate, ds_up, ds_act, s.shared_gate, s.shared_up);
+        wg.linear_backward(dh, shared_.w_gate, ds_gate, s.h);
+        wg.linear_backward(dh, shared_.w_up, ds_up, s.h);
     }
 
     // The routed experts, back through the combine, the grouped SwiGLU and the permutation.
     Tensor dexpert_out = ops.activation({R, d}), dtopk_gate = ops.f32_zeros({N, k});
-    ops.moe_combine_backward(dexpert_out, dtopk_gate, dout2, s(kExpertOut), s(kTopkGate), s(kRowOfPair));
+    ops.moe_combine_backward(dexpert_out, dtopk_gate, dout2, s.expert_out, s.topk_gate, s.row_of_pair);
     Tensor dact = ops.activation({R, f});
-    wg.grouped_linear_backward(dact, expert_params(&SwiGluParams::w_down), dexpert_out, s(kAct), s(kOffsets));
+    wg.grouped_linear_backward(dact, expert_params(&SwiGluParams::w_down), dexpert_out, s.act, s.offsets);
     Tensor dgate = ops.activation({R, f}), dup = ops.activation({R, f});
-    ops.swiglu_backward(dgate, dup, dact, s(kGate), s(kUp));
+    ops.swiglu_backward(dgate, dup, dact, s.gate, s.up);
     Tensor dxp = ops.activation({R, d});
-    wg.grouped_linear_backward(dxp, expert_params(&SwiGluParams::w_gate), dgate, s(kXp), s(kOffsets));
-    wg.grouped_linear_backward(dxp, expert_params(&SwiGluParams::w_up), dup, s(kXp), s(kOffsets));
-    ops.moe_permute_backward(dh, dxp, s(kRowOfPair));
+    wg.grouped_linear_backward(dxp, expert_params(&SwiGluParams::w_gate), dgate, s.xp, s.offsets);
+    wg.grouped_linear_backward(dxp, expert_params(&SwiGluParams::w_up), dup, s.xp, s.offsets);
+    ops.moe_permute_backward(dh, dxp, s.row_of_pair);
 
     // The router: the gates' gradient and the aux loss's, through the softmax, then the router's linear.
     Tensor dprobs;  // undefined: no aux-loss term
     if (c_.aux_loss_coeff != 0.0 && daux_loss != 0.0f) {
         dprobs = ops.f32_zeros({N, E});
-        ops.moe_aux_loss_backward(dprobs, s(kOffsets), static_cast<float>(c_.aux_loss_coeff), daux_loss);
+        ops.moe_aux_loss_backward(dprobs, s.offsets, static_cast<float>(c_.aux_loss_coeff), daux_loss);
     }
     Tensor dlogits = ops.activation({N, E});
-    ops.moe_router_backward(dlogits, dprobs, dtopk_gate, s(kProbs), s(kTopkExpert), s(kTopkGate), c_.topk_renorm);
-    wg.linear_backward(dh, router_, dlogits, s(kH));
+    ops.moe_router_backward(dlogits, dprobs, dtopk_gate, s.probs, s.topk_expert, s.topk_gate, c_.topk_renorm);
+    wg.linear_backward(dh, router_, dlogits, s.h);
 
     // The expert bias's slot sums the step's loads (its update reads them: model/params.h, ParamKind).
-    if (bias_ >= 0) wg.expert_load(bias_, s(kOffsets));
+    if (bias_ >= 0) wg.expert_load(bias_, s.offsets);
     return dh.reshaped(dout.shape());
 }
 

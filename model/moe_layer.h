@@ -35,28 +35,42 @@ struct MoeOutput {
     Tensor expert_offsets;  // i32 [E+1] on the device: expert e received offsets[e+1] - offsets[e] pairs
 };
 
+// What MoeFeedForward's forward keeps for its backward (R = N k pairs; the shared expert's three only with it).
+struct MoeSaved final : SavedTensors {
+    Tensor h;                          // [N, d] the input
+    Tensor probs;                      // f32 [N, E] the router's softmax
+    Tensor topk_expert, topk_gate;     // i32, f32 [N, k]
+    Tensor pair_of_row, row_of_pair;   // i32 [R] the permutation both ways
+    Tensor offsets;                    // i32 [E+1] the expert offsets
+    Tensor xp;                         // [R, d] the permuted input
+    Tensor gate, up, act;              // [R, f] the experts' SwiGLU
+    Tensor expert_out;                 // [R, d]
+    Tensor shared_gate, shared_up, shared_act;  // [N, fs]
+    size_t bytes() const override {
+        return defined_bytes(h, probs, topk_expert, topk_gate, pair_of_row, row_of_pair, offsets, xp, gate, up, act,
+                             expert_out, shared_gate, shared_up, shared_act);
+    }
+};
+
 class MoeFeedForward {
 public:
     MoeFeedForward(int64_t hidden_size, const MoeConfig& config, const std::string& prefix, ParamLayout& layout);
 
-    // expert_bias: f32 [E] on the device, or undefined (no bias): expert_bias(ctx.weights). With a stash, APPENDS what backward needs to
-    // stash->saved (so a block can keep its own tensors first and the MoE's after them).
-    MoeOutput forward(const LayerContext& ctx, const Tensor& h, const Tensor& expert_bias, Stash* stash) const;
-    // dout = d objective / d out; daux_loss = d objective / d L_aux (1 for one microbatch). Reads the stash from
-    // saved[first] on, hands the parameter gradients (and, with the expert bias, the microbatch's loads) to `wg`
-    // (model/weight_grads.h: at once or deferred), and returns d objective / d h.
-    Tensor backward(const LayerContext& ctx, const Tensor& dout, float daux_loss, const Stash& stash,
-                    WeightGrads& wg, size_t first = 0) const;
+    // expert_bias: f32 [E] on the device, or undefined (no bias): expert_bias(ctx.weights). With `saved`, fills
+    // what backward needs.
+    MoeOutput forward(const LayerContext& ctx, const Tensor& h, const Tensor& expert_bias, MoeSaved* saved) const;
+    // dout = d objective / d out; daux_loss = d objective / d L_aux (1 for one microbatch). Reads `saved`, hands
+    // the parameter gradients (and, with the expert bias, the microbatch's loads) to `wg` (model/weight_grads.h:
+    // at once or deferred), and returns d objective / d h.
+    Tensor backward(const LayerContext& ctx, const Tensor& dout, float daux_loss, const MoeSaved& saved,
+                    WeightGrads& wg) const;
     // The same with every weight product run at once (a plain backward).
-    Tensor backward(const LayerContext& ctx, const Tensor& dout, float daux_loss, const Stash& stash,
-                    size_t first = 0) const;
+    Tensor backward(const LayerContext& ctx, const Tensor& dout, float daux_loss, const MoeSaved& saved) const;
 
     // The bias of `weights` (its expert_bias tensor), or an undefined tensor without --moe-router-enable-expert-bias.
     Tensor expert_bias(const TensorSet& weights) const { return bias_ < 0 ? Tensor{} : weights[bias_]; }
 
     const MoeConfig& config() const { return c_; }
-    // The expert offsets (i32 [E+1]) that forward appended to the stash from saved[first] on.
-    static const Tensor& stashed_offsets(const Stash& stash, size_t first = 0);
 
 private:
     struct SwiGluParams {

@@ -1,15 +1,14 @@
 // Output head: final RMSNorm, LM head, softmax cross-entropy, mean over the microbatch's tokens.
 //
 //   h = rmsnorm(x) * g_final ; logits = h W^T ; loss = mean_n (lse(logits[n]) - logits[n, target[n]])
+#include <memory>
 #include <stdexcept>
 
-#include "model/layer.h"
+#include "model/output_head.h"
 
 namespace nb {
 
 namespace {
-
-enum Saved { kX, kRstd, kH, kLogits, kLse, kCount };
 
 class OutputHead final : public Layer {
 public:
@@ -39,7 +38,11 @@ public:
         ops.cross_entropy_forward(row_loss, lse, logits, ctx.batch.targets);
         Tensor loss = Tensor::zeros({1});  // a host scalar on every backend
         loss.f32()[0] = static_cast<float>(ops.sum(row_loss) / static_cast<double>(n));
-        if (stash) stash->saved = {x, rstd, h, logits, lse};
+        if (stash) {
+            auto saved = std::make_shared<HeadSaved>();
+            saved->x = x, saved->rstd = rstd, saved->h = h, saved->logits = logits, saved->lse = lse;
+            stash->saved = saved;
+        }
         return loss;
     }
 
@@ -49,15 +52,15 @@ protected:
     Tensor backward_pass(const LayerContext& ctx, const Tensor& dout, const Stash& stash,
                          WeightGrads& wg) const override {
         Ops& ops = ctx.ops;
-        const auto& s = stash.saved;
+        const HeadSaved& s = stash.saved_as<HeadSaved>();
         const int64_t n = ctx.batch.rows();
         const float dloss = dout.f32()[0] / static_cast<float>(n);
         Tensor dlogits = ops.activation({n, vocab_});
-        ops.cross_entropy_backward(dlogits, s[kLogits], s[kLse], ctx.batch.targets, dloss);
+        ops.cross_entropy_backward(dlogits, s.logits, s.lse, ctx.batch.targets, dloss);
         Tensor dh = ops.activation({n, hidden_});
-        wg.linear_backward(dh, head_, dlogits, s[kH]);
+        wg.linear_backward(dh, head_, dlogits, s.h);
         Tensor dx = ops.activation({n, hidden_});
-        wg.rmsnorm_backward(dx, norm_, dh, s[kX], s[kRstd]);
+        wg.rmsnorm_backward(dx, norm_, dh, s.x, s.rstd);
         return dx;
     }
 

@@ -25,8 +25,18 @@ namespace nb {
 
 namespace {
 
-// What forward keeps for backward, by position in Stash::saved.
-enum Saved { kX, kRstd1, kH1, kQ, kK, kV, kAttn, kLse, kX1, kRstd2, kH2, kGate, kUp, kAct, kCount };
+// What forward keeps for backward (N = B T rows). A dense block keeps gate, up, act; an MoE block its MoeSaved.
+struct BlockSaved final : SavedTensors {
+    Tensor x, rstd1, h1;     // the input, the attention norm's 1/rms (f32 [N]) and output [N, d]
+    Tensor q, k, v;          // [B, T, H|KV, hd], q and k after rope
+    Tensor attn, lse;        // the attention's output [B, T, H, hd] and log-sum-exp (f32 [B, H, T])
+    Tensor x1, rstd2, h2;    // the residual after attention, the MLP norm's 1/rms and output
+    Tensor gate, up, act;    // the dense MLP's [N, f]
+    MoeSaved moe;            // the MoE's (an MoE block's)
+    size_t bytes() const override {
+        return defined_bytes(x, rstd1, h1, q, k, v, attn, lse, x1, rstd2, h2, gate, up, act) + moe.bytes();
+    }
+};
 
 struct BlockParams {
     int attn_norm, wq, wk, wv, wo, mlp_norm, w_gate = -1, w_up = -1, w_down = -1;
@@ -96,11 +106,15 @@ public:
         Tensor rstd2 = ops.f32_output({N});
         Tensor h2 = ops.output({N, d});
         ops.rmsnorm_forward(h2, rstd2, x1, w[p_.mlp_norm], eps);
+        auto saved = stash ? std::make_shared<BlockSaved>() : nullptr;
+        if (saved) {
+            saved->x = x, saved->rstd1 = rstd1, saved->h1 = h1, saved->q = q, saved->k = k, saved->v = v4;
+            saved->attn = attn, saved->lse = lse, saved->x1 = x1, saved->rstd2 = rstd2, saved->h2 = h2;
+            stash->saved = saved;
+        }
         if (moe_) {
-            // The block's own tensors first (up to kH2), the MoE's appended after them from kGate on.
-            if (stash) stash->saved = {x, rstd1, h1, q, k, v4, attn, lse, x1, rstd2, h2};
             if (ctx.moe) ctx.moe->dispatch_begins(index_, false);
-            const MoeOutput m = moe_->forward(ctx, h2, moe_->expert_bias(w), stash);
+            const MoeOutput m = moe_->forward(ctx, h2, moe_->expert_bias(w), saved ? &saved->moe : nullptr);
             if (ctx.moe) ctx.moe->dispatch_ends(index_, false, m.expert_offsets, m.aux_loss);
             Tensor x2 = ops.copy_of(x1);
             ops.add_inplace(x2, m.out);
@@ -115,7 +129,7 @@ public:
         ops.linear_forward(down, act, w[p_.w_down]);
         ops.add_inplace(x2, down);
 
-        if (stash) stash->saved = {x, rstd1, h1, q, k, v4, attn, lse, x1, rstd2, h2, gate, up, act};
+        if (saved) saved->gate = gate, saved->up = up, saved->act = act;
         return x2;
     }
 
@@ -124,7 +138,7 @@ protected:
     Tensor backward_pass(const LayerContext& ctx, const Tensor& dout, const Stash& stash,
                          WeightGrads& wg) const override {
         Ops& ops = ctx.ops;
-        const auto& s = stash.saved;
+        const BlockSaved& s = stash.saved_as<BlockSaved>();
         const int64_t N = ctx.batch.rows();
         const int64_t d = c_.hidden_size, f = c_.ffn_hidden_size;
 
@@ -133,26 +147,25 @@ protected:
         Tensor dh2;
         if (moe_) {
             if (ctx.moe) ctx.moe->dispatch_begins(index_, true);
-            dh2 = moe_->backward(ctx, dout, 1.0f, stash, wg, kGate);
-            if (ctx.moe) ctx.moe->dispatch_ends(index_, true, MoeFeedForward::stashed_offsets(stash, kGate), Tensor{});
+            dh2 = moe_->backward(ctx, dout, 1.0f, s.moe, wg);
+            if (ctx.moe) ctx.moe->dispatch_ends(index_, true, s.moe.offsets, Tensor{});
         } else {
             Tensor dact = ops.activation({N, f});
-            wg.linear_backward(dact, p_.w_down, dout, s[kAct]);
+            wg.linear_backward(dact, p_.w_down, dout, s.act);
             Tensor dgate = ops.activation({N, f}), dup = ops.activation({N, f});
-            ops.swiglu_backward(dgate, dup, dact, s[kGate], s[kUp]);
+            ops.swiglu_backward(dgate, dup, dact, s.gate, s.up);
             dh2 = ops.activation({N, d});
-            wg.linear_backward(dh2, p_.w_gate, dgate, s[kH2]);
-            wg.linear_backward(dh2, p_.w_up, dup, s[kH2]);
+            wg.linear_backward(dh2, p_.w_gate, dgate, s.h2);
+            wg.linear_backward(dh2, p_.w_up, dup, s.h2);
         }
-        wg.rmsnorm_backward(dx1, p_.mlp_norm, dh2, s[kX1], s[kRstd2]);
-        return attention_backward(ctx, dx1, stash, wg);
+        wg.rmsnorm_backward(dx1, p_.mlp_norm, dh2, s.x1, s.rstd2);
+        return attention_backward(ctx, dx1, s, wg);
     }
 
 private:
     // Attention half: x1 = x + attn(x), so dx = dx1 + d attn/dx.
-    Tensor attention_backward(const LayerContext& ctx, const Tensor& dx1, const Stash& stash, WeightGrads& wg) const {
+    Tensor attention_backward(const LayerContext& ctx, const Tensor& dx1, const BlockSaved& s, WeightGrads& wg) const {
         Ops& ops = ctx.ops;
-        const auto& s = stash.saved;
         const int64_t B = ctx.batch.batch_size, T = ctx.batch.seq_len, N = B * T;
         const int64_t d = c_.hidden_size, H = c_.num_heads, KV = c_.num_kv_heads;
         const int64_t hd = c_.head_dim();
@@ -160,20 +173,20 @@ private:
         Tensor dx = ops.copy_of(dx1);
         Tensor dattn = ops.activation({B, T, H, hd});
         Tensor dattn2 = dattn.reshaped({N, d});
-        const Tensor attn2 = s[kAttn].reshaped({N, d});
+        const Tensor attn2 = s.attn.reshaped({N, d});
         wg.linear_backward(dattn2, p_.wo, dx1, attn2);
         Tensor dq = ops.activation({B, T, H, hd}), dk = ops.activation({B, T, KV, hd});
         Tensor dv = ops.activation({B, T, KV, hd});
-        ops.attention_backward(dq, dk, dv, dattn, s[kQ], s[kK], s[kV], s[kAttn], s[kLse]);
+        ops.attention_backward(dq, dk, dv, dattn, s.q, s.k, s.v, s.attn, s.lse);
         Tensor dq_lin = ops.activation({N, H, hd}), dk_lin = ops.activation({N, KV, hd});
         ops.rope_backward(dq_lin, dq.reshaped({N, H, hd}), T, theta);
         ops.rope_backward(dk_lin, dk.reshaped({N, KV, hd}), T, theta);
         Tensor dh1 = ops.activation({N, d});
         const Tensor dq2 = dq_lin.reshaped({N, d}), dk2 = dk_lin.reshaped({N, KV * hd}), dv2 = dv.reshaped({N, KV * hd});
-        wg.linear_backward(dh1, p_.wq, dq2, s[kH1]);
-        wg.linear_backward(dh1, p_.wk, dk2, s[kH1]);
-        wg.linear_backward(dh1, p_.wv, dv2, s[kH1]);
-        wg.rmsnorm_backward(dx, p_.attn_norm, dh1, s[kX], s[kRstd1]);
+        wg.linear_backward(dh1, p_.wq, dq2, s.h1);
+        wg.linear_backward(dh1, p_.wk, dk2, s.h1);
+        wg.linear_backward(dh1, p_.wv, dv2, s.h1);
+        wg.rmsnorm_backward(dx, p_.attn_norm, dh1, s.x, s.rstd1);
         return dx;
     }
 

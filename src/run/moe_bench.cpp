@@ -100,7 +100,7 @@ public:
 
     void run_moe() {
         const LayerContext ctx{ops_, moe_state_.compute, &moe_state_.grads, batch_};
-        Stash stash;
+        MoeSaved stash;
         expert_offsets_ = moe_.forward(ctx, h_, Tensor{}, &stash).expert_offsets;
         moe_.backward(ctx, dout_, 1.0f, stash);
     }

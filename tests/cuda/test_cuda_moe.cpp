@@ -548,19 +548,19 @@ void check_moe_layer(const MoeConfig& config, const Tensor& bias_host, uint64_t 
 
     TensorSet cpu_grads = TensorSet::zeros(layout);
     LayerContext cpu_ctx{cpu, weights, &cpu_grads, none_batch};
-    Stash cpu_stash;
+    MoeSaved cpu_stash;
     const MoeOutput cpu_out = moe.forward(cpu_ctx, h, bias_host, &cpu_stash);
     const Tensor cpu_dh = moe.backward(cpu_ctx, dout, 1.0f, cpu_stash);
 
     const TensorSet compute = make_compute_weights(gpu, layout, weights.to(Device::cuda));
     TensorSet gpu_grads = TensorSet::zeros(layout, DType::f32, Device::cuda);
     LayerContext gpu_ctx{gpu, compute, &gpu_grads, none_batch};
-    Stash gpu_stash;
+    MoeSaved gpu_stash;
     const Tensor bias_d = bias_host.defined() ? to_cuda_f32(bias_host, gpu) : Tensor{};
     const MoeOutput gpu_out = moe.forward(gpu_ctx, to_cuda_bf16(h, gpu), bias_d, &gpu_stash);
     const Tensor gpu_dh = moe.backward(gpu_ctx, to_cuda_bf16(dout, gpu), 1.0f, gpu_stash);
 
-    check_bitwise_equal(gpu_stash.saved.at(2), cpu_stash.saved.at(2), "the same experts (stash: topk_expert)");
+    check_bitwise_equal(gpu_stash.topk_expert, cpu_stash.topk_expert, "the same experts (stash: topk_expert)");
     check_bitwise_equal(gpu_out.expert_offsets, cpu_out.expert_offsets, "the same expert offsets");
     check_close(gpu_out.aux_loss, cpu_out.aux_loss, 1e-12, 1e-5, "aux loss");
     CHECK(relative_frobenius(gpu_out.out, cpu_out.out) <= 0.05);

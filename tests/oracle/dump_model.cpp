@@ -31,6 +31,7 @@
 #include "src/cpu/cpu_ops.h"
 #include "model/stage_model.h"
 #include "model/model_step.h"
+#include "model/output_head.h"
 #include "src/core/rng.h"
 
 #include "tests/oracle/dump_files.h"
@@ -110,8 +111,7 @@ int main(int argc, char** argv) {
             if (i + 1 < layers.size()) acts.push_back(x.clone());
         }
         const float loss2 = x.f32()[0];
-        constexpr size_t kHeadLogits = 3;  // output_head.cpp: enum Saved { kX, kRstd, kH, kLogits, ... }
-        const Tensor logits = stashes.back().saved.at(kHeadLogits).clone();
+        const Tensor logits = stashes.back().saved_as<HeadSaved>().logits.clone();
         if (logits.shape() != Shape{batch.rows(), config.vocab_size})
             throw std::runtime_error("head stash entry 3 is not the logits: shape " + shape_string(logits.shape()));
         std::vector<Tensor> dacts(acts.size());

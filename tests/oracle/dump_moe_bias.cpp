@@ -105,7 +105,6 @@ void dump_case(const Case& c, const std::string& dir, uint64_t seed) {
     Microbatch batch;  // the MoE layer reads only its input's rows
     batch.batch_size = 1;
     batch.seq_len = c.tokens;
-    constexpr size_t kProbs = 1, kTopkExpert = 2;  // model/moe_layer.cpp: enum MoeSaved { kH, kProbs, kTopkExpert, ...
     for (int64_t s = 0; s < c.steps; ++s) {
         const std::string step_dir = fmt::format("{}/step{}", dir, s);
         std::filesystem::create_directories(step_dir);
@@ -117,13 +116,13 @@ void dump_case(const Case& c, const std::string& dir, uint64_t seed) {
             const Tensor h = c.aimed_tokens ? aimed_tokens(c.tokens) : normal({c.tokens, kHidden}, rng, 0.5f, 1.0f);
             const Tensor R = normal({c.tokens, kHidden}, rng, 0.0f, 1.0f);
             LayerContext ctx{ops, weights, &grads, batch};
-            Stash stash;
+            MoeSaved stash;
             moe.forward(ctx, h, moe.expert_bias(weights), &stash);
             moe.backward(ctx, R, 1.0f, stash);
             const std::string mb = fmt::format("{}/mb{}.", step_dir, m);
             write_tensor(mb + "h.f32", h);
-            write_tensor(mb + "probs.f32", stash.saved.at(kProbs));
-            write_tensor(mb + "topk_expert.i32", stash.saved.at(kTopkExpert));
+            write_tensor(mb + "probs.f32", stash.probs);
+            write_tensor(mb + "topk_expert.i32", stash.topk_expert);
         }
         write_tensor(step_dir + "/loads.f32", grads[bias]);
         optimizer.step(ops, layout, weights, grads, c.lr);

@@ -108,28 +108,27 @@ void dump_case(const Case& c, const std::string& dir, uint64_t seed) {
     batch.seq_len = N;
     TensorSet grads = TensorSet::zeros(layout);
     LayerContext ctx{ops, weights, &grads, batch};
-    Stash stash;
+    MoeSaved stash;
     const MoeOutput fwd = moe.forward(ctx, h, bias_in, &stash);
     const Tensor dh = moe.backward(ctx, R, 1.0f, stash);
 
     // Determinism: a second pass gives the same bits.
     TensorSet grads2 = TensorSet::zeros(layout);
     LayerContext ctx2{ops, weights, &grads2, batch};
-    Stash stash2;
+    MoeSaved stash2;
     const MoeOutput fwd2 = moe.forward(ctx2, h, bias_in, &stash2);
     const Tensor dh2 = moe.backward(ctx2, R, 1.0f, stash2);
     bool same = bitwise_equal(fwd.out, fwd2.out) && bitwise_equal(fwd.aux_loss, fwd2.aux_loss) &&
                 bitwise_equal(dh, dh2);
     for (int i = 0; i < layout.size(); ++i) same = same && bitwise_equal(grads[i], grads2[i]);
 
-    constexpr size_t kProbs = 1, kTopkExpert = 2;  // model/moe_layer.cpp: enum MoeSaved { kH, kProbs, kTopkExpert, ...
     write_tensor(dir, "h.f32", h);
     write_tensor(dir, "R.f32", R);
     write_tensor(dir, "bias.f32", bias);
     write_tensor(dir, "out.f32", fwd.out);
     write_tensor(dir, "dh.f32", dh);
-    write_tensor(dir, "probs.f32", stash.saved.at(kProbs));
-    write_tensor(dir, "topk_expert.i32", stash.saved.at(kTopkExpert));
+    write_tensor(dir, "probs.f32", stash.probs);
+    write_tensor(dir, "topk_expert.i32", stash.topk_expert);
     write_tensor(dir, "expert_offsets.i32", fwd.expert_offsets);
     std::vector<std::string> params;
     const std::vector<oracle::ParamFiles> files = oracle::write_param_files(dir, layout, weights, grads);

@@ -277,18 +277,18 @@ TEST_CASE("MoE feed-forward backward matches finite differences") {
         const Tensor bias = v.bias ? randn({v.moe.num_experts}, rng, 0.05f) : Tensor{};
 
         LayerContext ctx{ops, weights, &grads, mb};
-        Stash stash;
+        MoeSaved stash;
         const MoeOutput fwd = moe.forward(ctx, h, bias, &stash);
         CHECK(fwd.out.shape() == h.shape());
-        const Tensor chosen = stash.saved.at(2).clone();  // model/moe_layer.cpp: kTopkExpert
+        const Tensor chosen = stash.topk_expert.clone();
         const Tensor dh = moe.backward(ctx, R, 1.0f, stash);
         REQUIRE(dh.shape() == h.shape());
 
         LayerContext eval{ops, weights, nullptr, mb};
         auto objective = [&] {
-            Stash s;
+            MoeSaved s;
             const MoeOutput o = moe.forward(eval, h, bias, &s);
-            REQUIRE(std::memcmp(s.saved.at(2).data(), chosen.data(), chosen.bytes()) == 0);
+            REQUIRE(std::memcmp(s.topk_expert.data(), chosen.data(), chosen.bytes()) == 0);
             return dot(o.out, R) + o.aux_loss.f32()[0];
         };
         fd_expect("h", h, dh, objective, rng);

@@ -134,7 +134,7 @@ TEST_CASE("split backward: B then W gives the fused backward's bits, for every l
             for (int i = 0; i < layout.size(); ++i) CHECK_MESSAGE(same_bits(split_grads[i], start[i]), layout[i].name);
             size_t held = 0;
             for (const Stash& s : stashes) {
-                CHECK(s.saved.empty());
+                CHECK(!s.saved);
                 CHECK(s.bytes() == held_bytes(s.deferred));
                 held += s.bytes();
             }
