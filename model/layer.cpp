@@ -5,7 +5,9 @@
 
 namespace nb {
 
-size_t Stash::bytes() const { return (saved ? saved->bytes() : 0) + held_bytes(deferred); }
+size_t Stash::bytes() const {
+    return (saved ? saved->bytes() : 0) + defined_bytes(recompute_input) + held_bytes(deferred);
+}
 
 void Stash::throw_wrong_saved() {
     throw std::logic_error("a layer's backward was given a stash its forward did not fill");

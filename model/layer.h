@@ -57,7 +57,11 @@ size_t defined_bytes(const T&... tensors) {
 struct Stash {
     std::shared_ptr<const SavedTensors> saved;  // null: nothing kept
     std::vector<WeightGradOp> deferred;
-    size_t bytes() const;  // saved's tensors plus the distinct buffers `deferred` reads
+    // Full recomputation (model/recompute.h): the forward kept no `saved`, and the backward reruns it first
+    // (model/model_step.h); the input the group's first layer keeps for that rerun.
+    bool recompute_pending = false;
+    Tensor recompute_input;
+    size_t bytes() const;  // saved's tensors, the recompute input and the distinct buffers `deferred` reads
 
     // The layer's own struct; throws when the stash holds none of that type.
     template <class T>

@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/recompute.h"
 #include "model/tied_head_grad.h"
 
 namespace nb {
@@ -25,12 +26,46 @@ LayerContext layer_context(const StageModel& model, size_t layer, const LayerCon
     return {ctx.ops, ctx.weights, layer_grads(model, layer, ctx.grads, view), ctx.batch, ctx.moe};
 }
 
+// Full recomputation (model/recompute.h): when layer i's stash waits for its rerun, i is the last layer of its group;
+// the group's forward runs again from the input its first layer kept, on ctx's weights (the forward's version),
+// filling the group's stashes. No MoeObserver: the forward counted the expert loads and the aux loss.
+void rerun_group_ending_at(const StageModel& model, const LayerContext& ctx, std::vector<Stash>& stashes, size_t i) {
+    if (!stashes[i].recompute_pending) return;
+    size_t first = i;
+    while (!stashes[first].recompute_input.defined()) {
+        if (first == 0) throw std::logic_error("recompute: a group without its input");
+        --first;
+    }
+    const LayerContext rerun{ctx.ops, ctx.weights, nullptr, ctx.batch, nullptr};
+    Tensor x = std::move(stashes[first].recompute_input);
+    stashes[first].recompute_input = {};
+    for (size_t j = first; j <= i; ++j) {
+        stashes[j].recompute_pending = false;
+        x = model.layers()[j]->forward(rerun, x, &stashes[j]);
+    }
+}
+
 }  // namespace
 
-Tensor stage_forward(const StageModel& model, const LayerContext& ctx, Tensor x, std::vector<Stash>* stashes) {
+Tensor stage_forward(const StageModel& model, const LayerContext& ctx, Tensor x, std::vector<Stash>* stashes,
+                     const RecomputeConfig& recompute) {
     const auto& layers = model.layers();
-    if (stashes) stashes->resize(layers.size());
-    for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward(ctx, x, stashes ? &(*stashes)[i] : nullptr);
+    if (!stashes) {
+        for (const auto& layer : layers) x = layer->forward(ctx, x, nullptr);
+        return x;
+    }
+    stashes->resize(layers.size());
+    const std::vector<int64_t> group = recompute_groups(model, recompute);
+    for (size_t i = 0; i < layers.size(); ++i) {
+        Stash& stash = (*stashes)[i];
+        if (group[i] < 0) {
+            x = layers[i]->forward(ctx, x, &stash);
+            continue;
+        }
+        if (group[i] == static_cast<int64_t>(i)) stash.recompute_input = x;
+        stash.recompute_pending = true;
+        x = layers[i]->forward(ctx, x, nullptr);
+    }
     return x;
 }
 
@@ -40,6 +75,7 @@ Tensor stage_backward(const StageModel& model, const LayerContext& ctx, Tensor d
     require_stashes_of(model, stashes, "stage_backward");
     TensorSet view;
     for (size_t i = layers.size(); i-- > 0;) {
+        rerun_group_ending_at(model, ctx, stashes, i);
         dy = layers[i]->backward(layer_context(model, i, ctx, view), dy, stashes[i]);
         stashes[i] = {};  // free activations as soon as they are consumed
         if (done) done->grads_done_from(model.first_param(i));
@@ -51,8 +87,10 @@ Tensor stage_backward_input(const StageModel& model, const LayerContext& ctx, Te
     const auto& layers = model.layers();
     require_stashes_of(model, stashes, "stage_backward_input");
     TensorSet view;
-    for (size_t i = layers.size(); i-- > 0;)
+    for (size_t i = layers.size(); i-- > 0;) {
+        rerun_group_ending_at(model, ctx, stashes, i);
         dy = layers[i]->backward_input(layer_context(model, i, ctx, view), dy, stashes[i]);
+    }
     return dy;
 }
 
@@ -80,11 +118,11 @@ Tensor loss_gradient(float dloss) {
 }
 
 float forward_backward(Ops& ops, const StageModel& model, const TensorSet& weights, TensorSet& grads,
-                       const Microbatch& batch, float dloss, MoeObserver* moe) {
+                       const Microbatch& batch, float dloss, MoeObserver* moe, const RecomputeConfig& recompute) {
     require_whole_model(model);
     LayerContext ctx{ops, weights, &grads, batch, moe};
     std::vector<Stash> stashes;
-    const float loss = stage_forward(model, ctx, Tensor{}, &stashes).f32()[0];
+    const float loss = stage_forward(model, ctx, Tensor{}, &stashes, recompute).f32()[0];
     stage_backward(model, ctx, loss_gradient(dloss), stashes);
     return loss;
 }

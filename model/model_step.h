@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "model/recompute.h"
 #include "model/stage_model.h"
 
 namespace nb {
@@ -12,8 +13,10 @@ namespace nb {
 // Forward of the stage's layers in order, from `x`: the previous stage's output, undefined where the stage
 // begins with the embedding. With `stashes`, keeps one Stash per layer for the backward (resized to fit); null
 // runs forward only (evaluation). Returns the stage's output: the activation for the next stage, or, on the
-// stage with the head, the microbatch's mean loss as a host [1] tensor.
-Tensor stage_forward(const StageModel& model, const LayerContext& ctx, Tensor x, std::vector<Stash>* stashes);
+// stage with the head, the microbatch's mean loss as a host [1] tensor. `recompute` (model/recompute.h): the blocks it
+// selects keep only their group's input, and the backward below reruns their forward (the same bits).
+Tensor stage_forward(const StageModel& model, const LayerContext& ctx, Tensor x, std::vector<Stash>* stashes,
+                     const RecomputeConfig& recompute = {});
 
 // Told during a backward, after each layer, that the layers from there to the end are done: gradient slots
 // [first_param, layout size) hold what this call adds to them (StageModel::first_param). Lets the caller move
@@ -26,7 +29,8 @@ public:
 
 // Backward of the stage's layers in reverse from `dy` (d objective / d output: the next stage's input gradient,
 // or loss_gradient() on the stage with the head), accumulating parameter gradients into ctx.grads and freeing
-// each stash as it is consumed. Returns d objective / d input (undefined on the stage with the embedding).
+// each stash as it is consumed. A recomputed group's forward reruns on ctx.weights, which must be the version its
+// forward used. Returns d objective / d input (undefined on the stage with the embedding).
 Tensor stage_backward(const StageModel& model, const LayerContext& ctx, Tensor dy, std::vector<Stash>& stashes,
                       GradsDoneObserver* done = nullptr);
 
@@ -49,7 +53,8 @@ Tensor loss_gradient(float dloss = 1.0f);
 // Returns the microbatch's mean loss. `dloss` scales the objective (1 for a plain sum over microbatches). `moe`,
 // when given, is told about every MoE dispatch (model/moe_load.h).
 float forward_backward(Ops& ops, const StageModel& model, const TensorSet& weights, TensorSet& grads,
-                       const Microbatch& batch, float dloss = 1.0f, MoeObserver* moe = nullptr);
+                       const Microbatch& batch, float dloss = 1.0f, MoeObserver* moe = nullptr,
+                       const RecomputeConfig& recompute = {});
 
 // Forward only (evaluation): the microbatch's mean loss.
 float forward_loss(Ops& ops, const StageModel& model, const TensorSet& weights, const Microbatch& batch);

@@ -257,7 +257,7 @@ void StageRunner::forward(const Action& a) {
     StageMoeObserver moe(meter_, evaluation_.moe_loads(iteration_of_microbatch(a.microbatch)), a.microbatch,
                          a.version);
     LayerContext ctx{ops_, versions_.at(a.version), &step_.state().grads, f.batch, &moe};
-    Tensor y = stage_forward(step_.state().model, ctx, x, &f.stashes);
+    Tensor y = stage_forward(step_.state().model, ctx, x, &f.stashes, o_.recompute);
     versions_.release(a.version);
     for (const Stash& st : f.stashes) f.stash_bytes += st.bytes();
     meter_.stash_added(f.stash_bytes);

@@ -93,6 +93,15 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--clip-grad", o.clip_grad, "Gradient-norm clipping (0: off)")->capture_default_str();
     sub.add_option("--clip-scope", f.clip_scope,
                    kClipScopes.choices_text() + "; default: global for gpipe/1f1b, stage for 2bw/pipedream");
+    sub.add_option("--recompute-granularity", f.recompute_granularity,
+                   "Activation recomputation: " + kRecomputeGranularities.choices_text())
+        ->capture_default_str();
+    sub.add_option("--recompute-method", f.recompute_method,
+                   "With full: " + kRecomputeMethods.choices_text())
+        ->capture_default_str();
+    sub.add_option("--recompute-num-layers", o.recompute.num_layers,
+                   "With full: the blocks per group (uniform) or recomputed per stage part (block)")
+        ->capture_default_str();
     sub.add_option("--schedule", f.schedule, "Pipeline schedule: " + kScheduleKinds.choices_text())->capture_default_str();
     add_shape_flags(sub, f.shape,
                     {{ShapeFlag::stages, "under mpirun, where not given, the ranks / --data-parallel-size"},
@@ -166,6 +175,8 @@ TrainOptions resolve_train_flags(const TrainFlags& f) {
     o.clip_scope = f.clip_scope.empty() ? clip_scope_of(o.schedule) : parse_clip_scope(f.clip_scope);
     o.lr.decay_style = parse_lr_decay_style(f.lr_decay_style);
     o.delay_fix = parse_delay_fixes(f.delay_fix, o.delay_fix);
+    o.recompute.granularity = parse_recompute_granularity(f.recompute_granularity);
+    o.recompute.method = parse_recompute_method(f.recompute_method);
     o.kill_during = parse_kill_point(f.kill_during);
     resolve_cut_flags(f.cut, o);
     return o;

@@ -18,6 +18,8 @@ struct TrainFlags {
     std::string clip_scope;  // empty: by schedule (clip_scope_of: global for gpipe / 1f1b, stage for 2bw / pipedream)
     std::string lr_decay_style = "cosine";
     std::string delay_fix = "none";
+    std::string recompute_granularity = "none";
+    std::string recompute_method = "uniform";
     std::string kill_during = "forward";  // test-only
     int64_t host_memory_limit_bytes = 0;  // test-only: --host-memory-limit (src/core/host_allocator.h)
     RunShape shape;          // --micro-batch-size, --num-microbatches, --seq-length, --stages, ...

@@ -132,6 +132,15 @@ void check_run_length(const TrainOptions& o) {
                 o.train_iters, o.num_microbatches, o.data_parallel_size, o.micro_batch_size, o.seq_length));
 }
 
+// model/recompute.h. On CUDA the rerun is the same code, but no GPU has yet shown that it gives the kept run's bits.
+void check_recompute(const TrainOptions& o) {
+    if (o.recompute.num_layers < 1)
+        throw UsageError(fmt::format("--recompute-num-layers must be >= 1, got {}", o.recompute.num_layers));
+    if (o.recompute.full() && o.device == Device::cuda)
+        throw UsageError("--recompute-granularity full is built for --device cpu only: on --device cuda its bits are "
+                         "not yet checked against the kept run's");
+}
+
 void check_watchdog(const TrainOptions& o) {
     if (!(o.watchdog_s >= 0) || !std::isfinite(o.watchdog_s))
         throw UsageError(fmt::format("--watchdog-s must be a number of seconds >= 0 (0: off), got {}", o.watchdog_s));
@@ -150,6 +159,7 @@ RunPlan make_run_plan(const TrainOptions& o, const StageFits& fits) {
     check_checkpoint_flags(o);
     check_fault_flags(o);
     check_watchdog(o);
+    check_recompute(o);
     plan.cut = choose_pipeline_cut(o, fits).stages;  // more stages than layers; a layout that does not match
     return plan;
 }

@@ -11,6 +11,7 @@
 #include "model/config.h"
 #include "model/named_weights.h"
 #include "model/partition.h"
+#include "model/recompute.h"
 #include "src/core/name_table.h"
 #include "src/core/tensor.h"
 #include "optim/delay_fix.h"
@@ -113,6 +114,9 @@ struct TrainOptions {
     std::vector<int64_t> pipeline_layout;
     ClipScope clip_scope = ClipScope::global;  // --clip-scope (default: clip_scope_of(schedule))
     bool stop_on_nan = true;         // --stop-on-nan: a non-finite loss ends the run with a runtime error
+    // --recompute-granularity, --recompute-method, --recompute-num-layers (model/recompute.h): which blocks keep
+    // only their input and rerun their forward in the backward (the same bits).
+    RecomputeConfig recompute;
 
     // Delay mitigations (docs/DESIGN.md section 2, "Mitigations"): --delay-fix none | ef | taylor (2bw only), and the
     // optimizer steps run synchronously at the start and at the end of an asynchronous schedule.

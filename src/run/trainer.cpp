@@ -91,7 +91,7 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
         MoeLoadCounter moe_load;  // the step's training forwards only: evaluation below counts nowhere
         for (int64_t i = 0; i < o.num_microbatches; ++i)
             loss_sum += forward_backward(ops, model, compute_weights, grads, reader.next(*data->train, device), 1.0f,
-                                         &moe_load);
+                                         &moe_load, o.recompute);
         const double loss = loss_sum / static_cast<double>(o.num_microbatches);
         add_tied_head_half(ops, model, grads);  // g = E + H, each half summed on its own (model/tied_head_grad.h)
         average_grads(ops, model.layout(), grads, o.num_microbatches);
