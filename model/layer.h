@@ -61,6 +61,9 @@ struct Stash {
     // (model/model_step.h); the input the group's first layer keeps for that rerun.
     bool recompute_pending = false;
     Tensor recompute_input;
+    // Selective recomputation, set before the forward: keep the GEMM outputs, not what is cheap to make again from
+    // them (a block's norm outputs and SwiGLU activation), which the backward recomputes.
+    bool selective = false;
     size_t bytes() const;  // saved's tensors, the recompute input and the distinct buffers `deferred` reads
 
     // The layer's own struct; throws when the stash holds none of that type.

@@ -58,6 +58,7 @@ Tensor stage_forward(const StageModel& model, const LayerContext& ctx, Tensor x,
     const std::vector<int64_t> group = recompute_groups(model, recompute);
     for (size_t i = 0; i < layers.size(); ++i) {
         Stash& stash = (*stashes)[i];
+        stash.selective = recompute.granularity == RecomputeGranularity::selective;
         if (group[i] < 0) {
             x = layers[i]->forward(ctx, x, &stash);
             continue;

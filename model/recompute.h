@@ -5,6 +5,12 @@
 //                      part's blocks, the last group shorter), each group keeping only its first block's input and
 //                      rerun as a unit when the backward reaches its last block
 //   full, block, N     the first N blocks of each part recomputed, one at a time; the others keep their stash
+//   selective          every block keeps its GEMM outputs (q, k, v, the attention's output and log-sum-exp, the
+//                      MLP's gate and up, the residuals and the norms' 1/rms) but not what one cheap op makes
+//                      again from them: the two norms' outputs (rmsnorm of x and x1) and the SwiGLU activation,
+//                      3 of a dense block's 6 d + 2 kv + 3 f floats per row that are d or f wide; the backward
+//                      reruns those ops. (The CPU attention keeps no T x T probabilities, only the log-sum-exp:
+//                      there is none to drop.)
 //
 // A part is what one stage_forward call runs (a stage, or under interleaved 1F1B and zb-v one chunk of it), as
 // Megatron counts per virtual pipeline stage. The embedding and the output head always keep theirs.
@@ -28,11 +34,13 @@ namespace nb {
 // --recompute-granularity: what a block keeps between its forward and its backward.
 enum class RecomputeGranularity {
     none,  // everything its backward reads
-    full,  // the block's (or its group's) input only
+    full,       // the block's (or its group's) input only
+    selective,  // the GEMM outputs, not the norm outputs nor the SwiGLU activation
 };
 inline constexpr auto kRecomputeGranularities = name_table<RecomputeGranularity>("--recompute-granularity", {
     {"none", RecomputeGranularity::none, "keep every activation"},
     {"full", RecomputeGranularity::full, "keep a block group's input, rerun its forward in the backward"},
+    {"selective", RecomputeGranularity::selective, "keep the GEMM outputs, recompute the norms and SwiGLU"},
 });
 RecomputeGranularity parse_recompute_granularity(std::string_view name);  // kRecomputeGranularities.parse
 std::string_view recompute_granularity_name(RecomputeGranularity granularity);

@@ -107,9 +107,11 @@ public:
         Tensor h2 = ops.output({N, d});
         ops.rmsnorm_forward(h2, rstd2, x1, w[p_.mlp_norm], eps);
         auto saved = stash ? std::make_shared<BlockSaved>() : nullptr;
+        const bool selective = stash && stash->selective;  // an MoE block keeps h2 anyway (as the MoE's input)
         if (saved) {
-            saved->x = x, saved->rstd1 = rstd1, saved->h1 = h1, saved->q = q, saved->k = k, saved->v = v4;
-            saved->attn = attn, saved->lse = lse, saved->x1 = x1, saved->rstd2 = rstd2, saved->h2 = h2;
+            saved->x = x, saved->rstd1 = rstd1, saved->q = q, saved->k = k, saved->v = v4;
+            saved->attn = attn, saved->lse = lse, saved->x1 = x1, saved->rstd2 = rstd2;
+            if (!selective) saved->h1 = h1, saved->h2 = h2;
             stash->saved = saved;
         }
         if (moe_) {
@@ -129,7 +131,7 @@ public:
         ops.linear_forward(down, act, w[p_.w_down]);
         ops.add_inplace(x2, down);
 
-        if (saved) saved->gate = gate, saved->up = up, saved->act = act;
+        if (saved) saved->gate = gate, saved->up = up, saved->act = selective ? Tensor{} : act;
         return x2;
     }
 
@@ -150,19 +152,34 @@ protected:
             dh2 = moe_->backward(ctx, dout, 1.0f, s.moe, wg);
             if (ctx.moe) ctx.moe->dispatch_ends(index_, true, s.moe.offsets, Tensor{});
         } else {
+            Tensor act = s.act;
+            if (!act.defined()) {  // selective: the forward's op again, the same bits
+                act = ops.output({N, f});
+                ops.swiglu_forward(act, s.gate, s.up);
+            }
+            const Tensor h2 = kept_or_norm(ctx, s.h2, s.x1, p_.mlp_norm);
             Tensor dact = ops.activation({N, f});
-            wg.linear_backward(dact, p_.w_down, dout, s.act);
+            wg.linear_backward(dact, p_.w_down, dout, act);
             Tensor dgate = ops.activation({N, f}), dup = ops.activation({N, f});
             ops.swiglu_backward(dgate, dup, dact, s.gate, s.up);
             dh2 = ops.activation({N, d});
-            wg.linear_backward(dh2, p_.w_gate, dgate, s.h2);
-            wg.linear_backward(dh2, p_.w_up, dup, s.h2);
+            wg.linear_backward(dh2, p_.w_gate, dgate, h2);
+            wg.linear_backward(dh2, p_.w_up, dup, h2);
         }
         wg.rmsnorm_backward(dx1, p_.mlp_norm, dh2, s.x1, s.rstd2);
         return attention_backward(ctx, dx1, s, wg);
     }
 
 private:
+    // A norm's output: `kept`, or under selective recomputation the forward's rmsnorm again on its input `in` with
+    // the gain of the backward's weights (the forward's version), the same bits.
+    Tensor kept_or_norm(const LayerContext& ctx, const Tensor& kept, const Tensor& in, int gain) const {
+        if (kept.defined()) return kept;
+        Tensor rstd = ctx.ops.f32_output({in.dim(0)}), h = ctx.ops.output(in.shape());
+        ctx.ops.rmsnorm_forward(h, rstd, in, ctx.weights[gain], static_cast<float>(c_.norm_eps));
+        return h;
+    }
+
     // Attention half: x1 = x + attn(x), so dx = dx1 + d attn/dx.
     Tensor attention_backward(const LayerContext& ctx, const Tensor& dx1, const BlockSaved& s, WeightGrads& wg) const {
         Ops& ops = ctx.ops;
@@ -181,11 +198,12 @@ private:
         Tensor dq_lin = ops.activation({N, H, hd}), dk_lin = ops.activation({N, KV, hd});
         ops.rope_backward(dq_lin, dq.reshaped({N, H, hd}), T, theta);
         ops.rope_backward(dk_lin, dk.reshaped({N, KV, hd}), T, theta);
+        const Tensor h1 = kept_or_norm(ctx, s.h1, s.x, p_.attn_norm);
         Tensor dh1 = ops.activation({N, d});
         const Tensor dq2 = dq_lin.reshaped({N, d}), dk2 = dk_lin.reshaped({N, KV * hd}), dv2 = dv.reshaped({N, KV * hd});
-        wg.linear_backward(dh1, p_.wq, dq2, s.h1);
-        wg.linear_backward(dh1, p_.wk, dk2, s.h1);
-        wg.linear_backward(dh1, p_.wv, dv2, s.h1);
+        wg.linear_backward(dh1, p_.wq, dq2, h1);
+        wg.linear_backward(dh1, p_.wk, dk2, h1);
+        wg.linear_backward(dh1, p_.wv, dv2, h1);
         wg.rmsnorm_backward(dx, p_.attn_norm, dh1, s.x, s.rstd1);
         return dx;
     }

@@ -136,9 +136,10 @@ void check_run_length(const TrainOptions& o) {
 void check_recompute(const TrainOptions& o) {
     if (o.recompute.num_layers < 1)
         throw UsageError(fmt::format("--recompute-num-layers must be >= 1, got {}", o.recompute.num_layers));
-    if (o.recompute.full() && o.device == Device::cuda)
-        throw UsageError("--recompute-granularity full is built for --device cpu only: on --device cuda its bits are "
-                         "not yet checked against the kept run's");
+    if (o.recompute.granularity != RecomputeGranularity::none && o.device == Device::cuda)
+        throw UsageError(fmt::format("--recompute-granularity {} is built for --device cpu only: on --device cuda its "
+                                     "bits are not yet checked against the kept run's",
+                                     recompute_granularity_name(o.recompute.granularity)));
 }
 
 void check_watchdog(const TrainOptions& o) {
