@@ -40,14 +40,8 @@ int64_t parse_shard_size(const std::string& text) {
     throw UsageError(fmt::format("--max-shard-size '{}': give a positive size such as 5GB, 500MB or 2GiB", text));
 }
 
-DType parse_export_dtype(const std::string& name) {
-    if (name == "float32") return DType::f32;
-    if (name == "bfloat16") return DType::bf16;
-    throw UsageError(fmt::format("--dtype '{}': give float32 or bfloat16", name));
-}
-
 int run_export(const ExportFlags& f) {
-    const HfWriteOptions o{f.out, parse_export_dtype(f.dtype), parse_shard_size(f.max_shard_size)};
+    const HfWriteOptions o{f.out, kHfExportDTypes.parse(f.dtype), parse_shard_size(f.max_shard_size)};
     ModelSource s = read_model_source("export", f.load, f.hf);
     if (f.bos_token_id) s.config.bos_token_id = *f.bos_token_id;
     if (f.eos_token_id) s.config.eos_token_id = *f.eos_token_id;
@@ -67,7 +61,7 @@ Command add_export_command(CLI::App& app) {
     sub->add_option("--hf", flags->hf, "Or a Hugging Face Llama folder, written again (e.g. in another --dtype)");
     sub->add_option("--out", flags->out, "The folder to write (must not exist; written beside it, then renamed)")
         ->required();
-    sub->add_option("--dtype", flags->dtype, "Tensor dtype: float32 or bfloat16 (rounded to nearest even)")
+    sub->add_option("--dtype", flags->dtype, "Tensor dtype: " + kHfExportDTypes.choices_text())
         ->capture_default_str();
     sub->add_option("--max-shard-size", flags->max_shard_size,
                     "Above this, sharded files and model.safetensors.index.json, as transformers (5GB, 2GiB, ...)")

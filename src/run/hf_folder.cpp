@@ -50,8 +50,6 @@ Tensor in_dtype(const Tensor& f32, DType dtype) {
     return out;
 }
 
-const char* torch_dtype_name(DType dtype) { return dtype == DType::bf16 ? "bfloat16" : "float32"; }
-
 // The model's tensors in model order under HF's names, in the export's dtype.
 std::vector<std::pair<std::string, Tensor>> hf_tensors(const ModelConfig& model, const NamedWeights& weights,
                                                        DType dtype) {
@@ -243,7 +241,7 @@ int64_t write_hf_folder(const HfModelConfig& config, const NamedWeights& weights
     if (out.filename().empty()) out = out.parent_path();  // "DIR/" names DIR
     if (fs::exists(out)) throw UsageError(fmt::format("--out '{}' exists: export writes a new folder", o.out_dir));
     HfModelConfig written = config;
-    written.torch_dtype = torch_dtype_name(o.dtype);
+    written.torch_dtype = kHfExportDTypes.name(o.dtype);
     const auto tensors = hf_tensors(config.model, weights, o.dtype);
     const std::string tmp = fmt::format("{}.tmp.{}", out.string(), ::getpid());
     std::error_code ec;

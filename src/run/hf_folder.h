@@ -14,8 +14,16 @@
 
 #include "model/hf_config.h"
 #include "model/named_weights.h"
+#include "src/core/name_table.h"
+#include "src/core/tensor.h"
 
 namespace nb {
+
+// The dtypes an export writes, under the names config.json's torch_dtype and `export --dtype` use.
+inline constexpr auto kHfExportDTypes = name_table<DType>("--dtype", {
+    {"float32", DType::f32},
+    {"bfloat16", DType::bf16, "rounded to nearest even"},
+});
 
 struct HfWriteOptions {
     std::string out_dir;                        // must not exist; written as OUT.tmp.<pid>, then renamed
