@@ -319,6 +319,13 @@ ResumePoint read_resume_point(const TrainOptions& options, const std::vector<Sta
     return r;
 }
 
+SavedCheckpoint read_saved_checkpoint(const std::string& path) {
+    const std::set<std::string> none;
+    LoadedCheckpoint c = read_checkpoint(find_checkpoint(path), &none);
+    ResumePoint resume{c.step_dir, c.format, read_saved_run(c, c.step_dir + "/manifest.json"), {}};
+    return {std::move(resume), std::move(c.run)};
+}
+
 StageFiles read_stage_files(const ResumePoint& resume, const StageSpec& stage, bool tied) {
     const std::string manifest = resume.step_dir + "/manifest.json";
     std::set<std::string> wanted;

@@ -78,6 +78,15 @@ struct ResumePoint {
 };
 ResumePoint read_resume_point(const TrainOptions& options, const std::vector<StageSpec>& cut);
 
+// A checkpoint read for what it holds, checked against no run (`export`, `eval --load`, --pretrained-checkpoint):
+// `path` as --load takes it, its manifest and every file's size checked; the ResumePoint read_stage_files takes,
+// and the manifest's run fields as written (their "identity": the model's shape).
+struct SavedCheckpoint {
+    ResumePoint resume;
+    Json run;
+};
+SavedCheckpoint read_saved_checkpoint(const std::string& path);
+
 // The saved tensors one stage of this run needs: the files of the saved stages that held any of `stage`'s
 // parameters, each read and checked (size, sha256), decoded, and their tensors by name; and that stage's step
 // count. The map points into `files`.

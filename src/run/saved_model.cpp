@@ -1,37 +1,20 @@
 #include "src/run/saved_model.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <cstring>
 
-#include "src/core/atomic_file.h"
-#include "src/core/checkpoint_dir.h"
 #include "src/core/error.h"
+#include "src/core/json_reader.h"
 #include "src/run/checkpoint.h"
 
 namespace nb {
 
 namespace {
 
-using Json = nlohmann::json;
-
-const Json& member(const Json& j, const char* key, const std::string& source) {
-    if (!j.is_object() || !j.contains(key)) throw RuntimeError(fmt::format("'{}': field '{}' is missing", source, key));
-    return j[key];
-}
-
-int64_t integer(const Json& j, const char* key, const std::string& source) {
-    const Json& v = member(j, key, source);
-    if (!v.is_number_integer()) throw RuntimeError(fmt::format("'{}': field '{}' is not an integer", source, key));
-    return v.get<int64_t>();
-}
-
 // An identity field, which the manifest keeps as text ("model.hidden_size": "576").
 std::string identity_text(const Json& identity, const char* key, const std::string& source) {
-    const Json& v = member(identity, key, source);
-    if (!v.is_string()) throw RuntimeError(fmt::format("'{}': field 'identity.{}' is not a string", source, key));
-    return v.get<std::string>();
+    return json_string(json_at(identity, key, source), source, fmt::format("identity.{}", key));
 }
 
 // An identity field that must be a number: `parse` (std::stoll, std::stod) over all of its text.
@@ -79,20 +62,6 @@ ModelConfig model_of(const Json& identity, const std::string& source) {
     return m;
 }
 
-// The run's stages and their step counts, as read_stage_files wants them.
-SavedRun saved_run_of(const Json& manifest, const std::string& source) {
-    const Json& run = member(manifest, "run", source);
-    SavedRun saved;
-    saved.step = integer(manifest, "step", source);
-    for (const Json& s : member(run, "cut", source))
-        saved.cut.push_back({integer(s, "first_block", source), integer(s, "end_block", source),
-                             member(s, "embedding", source).get<bool>(), member(s, "head", source).get<bool>()});
-    for (const Json& n : member(run, "steps_taken", source)) saved.steps_taken.push_back(n.get<int64_t>());
-    if (saved.cut.empty() || saved.cut.size() != saved.steps_taken.size())
-        throw RuntimeError(fmt::format("'{}': fields 'cut' and 'steps_taken' do not agree", source));
-    return saved;
-}
-
 bool same_bytes(const Tensor& a, const Tensor& b) {
     return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.data(), b.data(), a.bytes()) == 0;
 }
@@ -114,27 +83,14 @@ void add_stage_weights(const ResumePoint& resume, size_t s, NamedWeights& out) {
 }  // namespace
 
 SavedModel read_saved_model(const std::string& load_path) {
+    const SavedCheckpoint saved = read_saved_checkpoint(load_path);
+    const std::string source = saved.resume.step_dir + "/manifest.json";
+    const Json& identity = json_object(json_at(saved.run, "identity", source), source, "identity");
     SavedModel out;
-    out.step_dir = find_checkpoint(load_path);
-    const std::string source = out.step_dir + "/manifest.json";
-    Json manifest;
-    try {
-        manifest = Json::parse(read_whole_file(source));
-    } catch (const Json::exception& e) {
-        throw RuntimeError(fmt::format("'{}': not JSON ({})", source, e.what()));
-    }
-    try {
-        const Json& identity = member(member(manifest, "run", source), "identity", source);
-        out.model = model_of(identity, source);
-        out.seq_length = identity_int(identity, "seq_length", source);
-        ResumePoint resume;
-        resume.step_dir = out.step_dir;
-        resume.format = integer(manifest, "format", source);  // which stage files it has (format 1 or 2)
-        resume.saved = saved_run_of(manifest, source);
-        for (size_t s = 0; s < resume.saved.cut.size(); ++s) add_stage_weights(resume, s, out.weights);
-    } catch (const Json::exception& e) {
-        throw RuntimeError(fmt::format("'{}': {}", source, e.what()));
-    }
+    out.step_dir = saved.resume.step_dir;
+    out.model = model_of(identity, source);
+    out.seq_length = identity_int(identity, "seq_length", source);
+    for (size_t s = 0; s < saved.resume.saved.cut.size(); ++s) add_stage_weights(saved.resume, s, out.weights);
     return out;
 }
 
