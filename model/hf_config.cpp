@@ -3,16 +3,14 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
 #include "src/core/error.h"
+#include "src/core/json_reader.h"
 
 namespace nb {
 
 namespace {
 
-using Json = nlohmann::json;  // keys sorted, as transformers' to_json_string(sort_keys=True)
-
+// Json (nlohmann::json) keeps keys sorted, as transformers' to_json_string(sort_keys=True) writes them.
 std::string dumped(const Json& j) { return j.dump(2) + "\n"; }
 
 void add_token_ids(const HfModelConfig& c, Json& j) {
@@ -120,12 +118,7 @@ std::string hf_generation_config_json(const HfModelConfig& c) {
 }
 
 HfModelConfig parse_hf_config(const std::string& text, const std::string& source) {
-    Json j;
-    try {
-        j = Json::parse(text);
-    } catch (const Json::exception& e) {
-        throw RuntimeError(fmt::format("'{}': not JSON ({})", source, e.what()));
-    }
+    const Json j = read_json(text, source);  // untrusted: a key given twice is refused (src/core/json_reader.h)
     if (!j.is_object()) throw RuntimeError(fmt::format("'{}': not a JSON object", source));
     refuse_unsupported(j, source);
     HfModelConfig c;

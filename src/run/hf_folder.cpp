@@ -13,12 +13,12 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "model/hf_names.h"
 #include "model/stage_model.h"
 #include "src/core/atomic_file.h"
 #include "src/core/error.h"
+#include "src/core/json_reader.h"
 #include "src/core/safetensors.h"
 
 namespace nb {
@@ -26,8 +26,6 @@ namespace nb {
 namespace fs = std::filesystem;
 
 namespace {
-
-using Json = nlohmann::json;
 
 constexpr const char* kSingleFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
@@ -129,7 +127,7 @@ std::vector<std::string> tensor_files_of(const std::string& dir) {
     }
     std::set<std::string> files;
     try {
-        const Json index = Json::parse(read_whole_file(index_path));
+        const Json index = read_json(read_whole_file(index_path), index_path);
         for (const auto& [tensor, file] : index.at("weight_map").items()) {
             const std::string name = file.get<std::string>();
             if (name.empty() || name.find('/') != std::string::npos || name.starts_with("."))
