@@ -64,6 +64,9 @@ struct Stash {
     // Selective recomputation, set before the forward: keep the GEMM outputs, not what is cheap to make again from
     // them (a block's norm outputs and SwiGLU activation), which the backward recomputes.
     bool selective = false;
+    // Full recomputation, set before the output head's forward: keep its input, 1/rms and log-sum-exp, not the
+    // logits (N x V), which the backward makes again with the norm and the GEMM (model/recompute.h).
+    bool recompute_logits = false;
     size_t bytes() const;  // saved's tensors, the recompute input and the distinct buffers `deferred` reads
 
     // The layer's own struct; throws when the stash holds none of that type.

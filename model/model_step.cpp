@@ -1,5 +1,6 @@
 #include "model/model_step.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -45,6 +46,41 @@ void rerun_group_ending_at(const StageModel& model, const LayerContext& ctx, std
     }
 }
 
+// The most bytes a backward's stashes hold (stage_backward's peak_bytes): null when nobody asks.
+class StashPeak {
+public:
+    StashPeak(const std::vector<Stash>& stashes, size_t* peak) : stashes_(stashes), peak_(peak) {
+        if (peak_) *peak_ = live_ = stash_bytes(stashes_);
+    }
+    // Layer i's backward is about to change its stash (after(i): it has; after_rerun: a group was refilled).
+    void before(size_t i) {
+        if (peak_) before_ = stashes_[i].bytes();
+    }
+    void after(size_t i) {
+        if (!peak_) return;
+        live_ = live_ - before_ + stashes_[i].bytes();
+        *peak_ = std::max(*peak_, live_);
+    }
+    void after_rerun() {
+        if (!peak_) return;
+        live_ = stash_bytes(stashes_);
+        *peak_ = std::max(*peak_, live_);
+    }
+
+private:
+    const std::vector<Stash>& stashes_;
+    size_t* peak_;
+    size_t live_ = 0, before_ = 0;
+};
+
+// rerun_group_ending_at, then the peak read again where it ran.
+void rerun_and_count(const StageModel& model, const LayerContext& ctx, std::vector<Stash>& stashes, size_t i,
+                     StashPeak& peak) {
+    if (!stashes[i].recompute_pending) return;
+    rerun_group_ending_at(model, ctx, stashes, i);
+    peak.after_rerun();
+}
+
 }  // namespace
 
 Tensor stage_forward(const StageModel& model, const LayerContext& ctx, Tensor x, std::vector<Stash>* stashes,
@@ -55,10 +91,11 @@ Tensor stage_forward(const StageModel& model, const LayerContext& ctx, Tensor x,
         return x;
     }
     stashes->resize(layers.size());
-    const std::vector<int64_t> group = recompute_groups(model, recompute);
+    const std::vector<int64_t> group = recompute_groups(model.spec(), recompute);
     for (size_t i = 0; i < layers.size(); ++i) {
         Stash& stash = (*stashes)[i];
         stash.selective = recompute.granularity == RecomputeGranularity::selective;
+        stash.recompute_logits = recompute.full() && model.spec().has_head && i + 1 == layers.size();
         if (group[i] < 0) {
             x = layers[i]->forward(ctx, x, &stash);
             continue;
@@ -71,26 +108,33 @@ Tensor stage_forward(const StageModel& model, const LayerContext& ctx, Tensor x,
 }
 
 Tensor stage_backward(const StageModel& model, const LayerContext& ctx, Tensor dy, std::vector<Stash>& stashes,
-                      GradsDoneObserver* done) {
+                      GradsDoneObserver* done, size_t* peak_bytes) {
     const auto& layers = model.layers();
     require_stashes_of(model, stashes, "stage_backward");
+    StashPeak peak(stashes, peak_bytes);
     TensorSet view;
     for (size_t i = layers.size(); i-- > 0;) {
-        rerun_group_ending_at(model, ctx, stashes, i);
+        rerun_and_count(model, ctx, stashes, i, peak);
+        peak.before(i);
         dy = layers[i]->backward(layer_context(model, i, ctx, view), dy, stashes[i]);
         stashes[i] = {};  // free activations as soon as they are consumed
+        peak.after(i);
         if (done) done->grads_done_from(model.first_param(i));
     }
     return dy;
 }
 
-Tensor stage_backward_input(const StageModel& model, const LayerContext& ctx, Tensor dy, std::vector<Stash>& stashes) {
+Tensor stage_backward_input(const StageModel& model, const LayerContext& ctx, Tensor dy, std::vector<Stash>& stashes,
+                            size_t* peak_bytes) {
     const auto& layers = model.layers();
     require_stashes_of(model, stashes, "stage_backward_input");
+    StashPeak peak(stashes, peak_bytes);
     TensorSet view;
     for (size_t i = layers.size(); i-- > 0;) {
-        rerun_group_ending_at(model, ctx, stashes, i);
+        rerun_and_count(model, ctx, stashes, i, peak);
+        peak.before(i);
         dy = layers[i]->backward_input(layer_context(model, i, ctx, view), dy, stashes[i]);
+        peak.after(i);
     }
     return dy;
 }

@@ -31,14 +31,17 @@ public:
 // or loss_gradient() on the stage with the head), accumulating parameter gradients into ctx.grads and freeing
 // each stash as it is consumed. A recomputed group's forward reruns on ctx.weights, which must be the version its
 // forward used. Returns d objective / d input (undefined on the stage with the embedding).
+// With `peak_bytes`, sets it to the most the stashes held during the call (model/stash_bytes.h: read after each
+// group's rerun and each layer), what a stage's meter counts on top of its other microbatches' stashes.
 Tensor stage_backward(const StageModel& model, const LayerContext& ctx, Tensor dy, std::vector<Stash>& stashes,
-                      GradsDoneObserver* done = nullptr);
+                      GradsDoneObserver* done = nullptr, size_t* peak_bytes = nullptr);
 
 // The same backward in two halves (zero-bubble schedules): stage_backward_input runs every layer's B in reverse
 // and returns what stage_backward returns, leaving each layer's weight products in its stash;
 // stage_backward_weight runs them, layer by layer in the same reverse order (so a tied embedding's two parts add
 // in the fused order), and frees the stashes. The gradients come out bit for bit as stage_backward's.
-Tensor stage_backward_input(const StageModel& model, const LayerContext& ctx, Tensor dy, std::vector<Stash>& stashes);
+Tensor stage_backward_input(const StageModel& model, const LayerContext& ctx, Tensor dy, std::vector<Stash>& stashes,
+                            size_t* peak_bytes = nullptr);
 // Both tell `done` as stage_backward does (B adds no parameter gradient, so it has nothing to tell).
 void stage_backward_weight(const StageModel& model, const LayerContext& ctx, std::vector<Stash>& stashes,
                            GradsDoneObserver* done = nullptr);

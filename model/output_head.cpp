@@ -40,7 +40,8 @@ public:
         loss.f32()[0] = static_cast<float>(ops.sum(row_loss) / static_cast<double>(n));
         if (stash) {
             auto saved = std::make_shared<HeadSaved>();
-            saved->x = x, saved->rstd = rstd, saved->h = h, saved->logits = logits, saved->lse = lse;
+            saved->x = x, saved->rstd = rstd, saved->lse = lse;
+            if (!stash->recompute_logits) saved->h = h, saved->logits = logits;
             stash->saved = saved;
         }
         return loss;
@@ -55,10 +56,18 @@ protected:
         const HeadSaved& s = stash.saved_as<HeadSaved>();
         const int64_t n = ctx.batch.rows();
         const float dloss = dout.f32()[0] / static_cast<float>(n);
+        Tensor h = s.h, logits = s.logits;
+        if (!logits.defined()) {  // full recomputation: the forward's two ops again, the same bits
+            Tensor rstd = ops.f32_output({n});
+            h = ops.output({n, hidden_});
+            ops.rmsnorm_forward(h, rstd, s.x, ctx.weights[norm_], eps_);
+            logits = ops.output({n, vocab_});
+            ops.linear_forward(logits, h, ctx.weights[head_]);
+        }
         Tensor dlogits = ops.activation({n, vocab_});
-        ops.cross_entropy_backward(dlogits, s.logits, s.lse, ctx.batch.targets, dloss);
+        ops.cross_entropy_backward(dlogits, logits, s.lse, ctx.batch.targets, dloss);
         Tensor dh = ops.activation({n, hidden_});
-        wg.linear_backward(dh, head_, dlogits, s.h);
+        wg.linear_backward(dh, head_, dlogits, h);
         Tensor dx = ops.activation({n, hidden_});
         wg.rmsnorm_backward(dx, norm_, dh, s.x, s.rstd);
         return dx;

@@ -5,6 +5,8 @@
 //                      part's blocks, the last group shorter), each group keeping only its first block's input and
 //                      rerun as a unit when the backward reaches its last block
 //   full, block, N     the first N blocks of each part recomputed, one at a time; the others keep their stash
+//   full, either       and the output head keeps its input, 1/rms and log-sum-exp but not its logits (N x V,
+//                      the largest tensor of a stage with the head), rerunning its norm and the logits' GEMM
 //   selective          every block keeps its GEMM outputs (q, k, v, the attention's output and log-sum-exp, the
 //                      MLP's gate and up, the residuals and the norms' 1/rms) but not what one cheap op makes
 //                      again from them: the two norms' outputs (rmsnorm of x and x1) and the SwiGLU activation,
@@ -64,8 +66,8 @@ struct RecomputeConfig {
     bool full() const { return granularity == RecomputeGranularity::full; }
 };
 
-// By layer of `model`: -1 where the layer keeps its stash, else the index of the first layer of its recompute
-// group (the layer that keeps the group's input).
-std::vector<int64_t> recompute_groups(const StageModel& model, const RecomputeConfig& config);
+// By layer of a stage `spec` ([embedding,] its blocks[, head]): -1 where the layer keeps its stash, else the index
+// of the first layer of its recompute group (the layer that keeps the group's input).
+std::vector<int64_t> recompute_groups(const StageSpec& spec, const RecomputeConfig& config);
 
 }  // namespace nb

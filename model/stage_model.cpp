@@ -86,25 +86,4 @@ int64_t stage_param_count(const ModelConfig& config, const StageSpec& spec) {
     return n;
 }
 
-int64_t stage_activation_bytes(const ModelConfig& config, const StageSpec& spec, int64_t batch_size,
-                               int64_t seq_len) {
-    const int64_t rows = batch_size * seq_len;
-    const int64_t d = config.hidden_size, f = config.ffn_hidden_size, kv = config.kv_dim();
-    // Per block: x, h1, q, attn, x1, h2 (6 d), k, v (2 kv), gate, up, act (3 f), lse (H), rstd1, rstd2 (2).
-    const int64_t per_block = rows * (6 * d + 2 * kv + 3 * f + config.num_heads + 2);
-    // An MoE block keeps the attention half's and h2 (the dense gate, up, act excepted), and the MoE's: h (d),
-    // probs (E), top-k experts and gates (2 k), the permutation both ways (2 k), offsets (E+1), per pair xp and
-    // the expert output (2 d) and gate, up, act (3 f); the shared expert's gate, up, act (3 fs).
-    const MoeConfig& m = config.moe;
-    const int64_t pairs = rows * m.topk;
-    const int64_t per_moe_block = rows * (6 * d + 2 * kv + config.num_heads + 2) + rows * (d + m.num_experts + 4 * m.topk) +
-                                  (m.num_experts + 1) + pairs * (2 * d + 3 * m.ffn_hidden_size) +
-                                  rows * 3 * m.shared_ffn_hidden_size;
-    // Head: x, h (2 d), logits (V), lse, rstd (2).
-    const int64_t head = rows * (2 * d + config.vocab_size + 2);
-    const int64_t moe = moe_block_count(config, spec);
-    const int64_t floats = (spec.num_blocks() - moe) * per_block + moe * per_moe_block + (spec.has_head ? head : 0);
-    return floats * 4;
-}
-
 }  // namespace nb

@@ -55,8 +55,5 @@ private:
 int64_t moe_block_count(const ModelConfig& config, const StageSpec& spec);
 // Parameters a stage holds (a tied head on a stage without the embedding holds its own copy).
 int64_t stage_param_count(const ModelConfig& config, const StageSpec& spec);
-// Bytes one microbatch's stash occupies on a stage (fp32), from the layers' saved tensors.
-int64_t stage_activation_bytes(const ModelConfig& config, const StageSpec& spec, int64_t batch_size,
-                               int64_t seq_len);
 
 }  // namespace nb

@@ -180,9 +180,39 @@ ScheduleSpec representative_run(const ScheduleSpec& spec) {
     return run;
 }
 
-std::vector<PartPeaks> part_peaks(const ScheduleSpec& spec) {
+std::vector<StagePlan> representative_part_plans(const ScheduleSpec& spec) {
     const ScheduleSpec run = representative_run(spec);
-    const std::vector<StagePlan> plans = virtual_stage_plans(build_schedule(run), run.placement());
+    return virtual_stage_plans(build_schedule(run), run.placement());
+}
+
+int64_t peak_stash_bytes(const StagePlan& plan, const MicrobatchStashBytes& one) {
+    int64_t live = 0, peak = 0;
+    for (const Action& a : plan) {
+        switch (a.type) {
+        case ActionType::forward:
+            live += one.kept;
+            peak = std::max(peak, live);
+            break;
+        case ActionType::backward:
+            peak = std::max(peak, live - one.kept + one.backward_peak);
+            live -= one.kept;
+            break;
+        case ActionType::backward_input:
+            peak = std::max(peak, live - one.kept + one.input_half_peak);
+            live += one.weight_half - one.kept;
+            break;
+        case ActionType::backward_weight:
+            live -= one.weight_half;
+            break;
+        default:
+            break;
+        }
+    }
+    return peak;
+}
+
+std::vector<PartPeaks> part_peaks(const ScheduleSpec& spec) {
+    const std::vector<StagePlan> plans = representative_part_plans(spec);
     std::vector<PartPeaks> peaks;
     for (int s = 0; s < static_cast<int>(plans.size()); ++s)
         peaks.push_back({max_versions_held(plans, s), max_in_flight(plans, s)});

@@ -81,6 +81,7 @@
 #include <string_view>
 #include <vector>
 
+#include "model/stash_bytes.h"
 #include "src/plan/schedule_spec.h"
 
 namespace nb {
@@ -145,6 +146,14 @@ int64_t max_in_flight(const std::vector<StagePlan>& plans, int stage);
 // 4 p + 4 microbatches), keeping pipedream's step counts modulo m so that the run is whole iterations.
 // tests/unit/test_action_stream.cpp checks the peaks against whole runs.
 ScheduleSpec representative_run(const ScheduleSpec& spec);
+
+// representative_run's action lists per virtual stage (index = part: placement().part(rank, chunk)).
+std::vector<StagePlan> representative_part_plans(const ScheduleSpec& spec);
+
+// The most activation bytes `plan`'s part holds at once, each microbatch's stash as `one` has it: kept from its
+// forward until its backward, its backward's (or B's) peak while that runs, then nothing (or, after B, what its
+// W reads until W). What the stage's meter measures (pipeline/stage/stage_meter.h, the progress line's act MiB).
+int64_t peak_stash_bytes(const StagePlan& plan, const MicrobatchStashBytes& one);
 
 // Per virtual stage (index = part: placement().part(rank, chunk)): max_versions_held and max_in_flight of the
 // whole run, read off representative_run's lists. O(p m) whatever --train-iters is.

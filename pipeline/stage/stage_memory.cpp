@@ -27,7 +27,12 @@ StageMemory estimate_stage_memory(const TrainOptions& o, const StageSpec& spec, 
     const auto compute_bytes = static_cast<int64_t>(dtype_bytes(activation_dtype));
     // In f32 the compute weights are the master itself (model/params.h make_compute_weights): no copy.
     const int64_t compute_copy = activation_dtype == DType::f32 ? 0 : compute_bytes * params;
-    const int64_t stash_f32_bytes = stage_activation_bytes(o.model, spec, o.micro_batch_size, o.seq_length);
+    const MicrobatchStashBytes one =
+        microbatch_stash_bytes(o.model, spec, o.micro_batch_size, o.seq_length, o.recompute);
+    // The backward's peak starts at what the microbatch kept, so with no actions: n - 1 kept, one backward.
+    const int64_t stash_f32_bytes = load.actions.empty()
+                                        ? (load.microbatches_in_flight - 1) * one.kept + one.backward_peak
+                                        : peak_stash_bytes(load.actions, one);
     StageMemory m;
     m.weights_bytes = f32_bytes * params + compute_copy;
     m.versions_bytes = (load.versions_held - 1) * compute_bytes * params;
@@ -46,16 +51,24 @@ StageMemory estimate_stage_memory(const TrainOptions& o, const StageSpec& spec, 
     } else {
         m.optimizer_bytes = stage_optimizer_state_bytes(o.optimizer, o.delay_fix, layout);
     }
-    m.activations_bytes = load.microbatches_in_flight * (stash_f32_bytes / f32_bytes * compute_bytes);
+    m.activations_bytes = stash_f32_bytes / f32_bytes * compute_bytes;
     return m;
 }
 
 StageMemory estimate_stage_memory(const PipelineSetup& setup, int stage, DType activation_dtype) {
     // The whole run's peaks (a resumed run's part of it holds no more), from a short run of the same shape.
     const PartPeaks peaks = part_peaks(setup.spec).at(static_cast<size_t>(stage));
-    const StageLoad load{peaks.versions_held, peaks.in_flight};
+    const StageLoad load{peaks.versions_held, peaks.in_flight,
+                         representative_part_plans(setup.spec).at(static_cast<size_t>(stage))};
     const auto s = static_cast<size_t>(stage);
     return estimate_stage_memory(setup.options, setup.cut.at(s), setup.layouts.at(s), load, activation_dtype);
+}
+
+StageMemory estimate_rank_memory(const PipelineSetup& setup, int rank, DType activation_dtype) {
+    StageMemory need;
+    for (int c = 0; c < setup.chunks_per_rank(); ++c)
+        need += estimate_stage_memory(setup, setup.stage_of_chunk(rank, c), activation_dtype);
+    return need;
 }
 
 StageMemory estimate_cut_memory(const TrainOptions& options, const std::vector<StageSpec>& cut,

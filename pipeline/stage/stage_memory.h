@@ -10,10 +10,12 @@
 //   gradients        f32: 4 N bytes (a stage holding both ends of a tied matrix: and the head's half, 4 V d)
 //   optimizer state  what the optimizer and the delay fix allocate (each one's state_bytes in optim/: AdamW 8 N,
 //                    Lion 4 N, Adan 16 N, ef another 4 N, ...)
-//   activations      the stashes of the microbatches in flight at once (max_in_flight of the stage's plan; the
-//                    plain loop: 1) x one microbatch's stash (model/stage_model.h stage_activation_bytes, exact
-//                    in f32; scaled to the activation dtype on other backends, which counts their f32 statistics
-//                    at that dtype too: under 1% of a stash)
+//   activations      the most the stashes of the microbatches in flight hold at once, under the run's
+//                    --recompute-granularity: the stage's action list walked with one microbatch's stash as
+//                    model/stash_bytes.h plans it (kept until its backward, a recomputed group's rerun while that
+//                    runs, what W reads between B and W; the plain loop: one microbatch). Exact in f32 (the
+//                    progress line's act MiB measures the same); scaled to the activation dtype on other
+//                    backends, which counts their f32 statistics at that dtype too: under 1% of a stash
 // Not counted: the working buffers of the one forward or backward running (activation gradients, the logits'
 // gradient), messages in transit, the backend's own workspaces. The estimate is a floor: a run it refuses cannot
 // fit; one it lets through may still run out, and then the allocator's own error says so.
@@ -48,6 +50,9 @@ struct StageMemory {
 struct StageLoad {
     int64_t versions_held = 1;
     int64_t microbatches_in_flight = 1;
+    // The part's actions (representative_part_plans, pipeline/schedule/schedule.h), walked for the activation
+    // peak (peak_stash_bytes); empty: microbatches_in_flight stashes kept, one of them in its backward.
+    StagePlan actions = {};
 };
 
 // Stage `spec` (parameters `layout`) of a run of `options` (validated), on a backend computing in
@@ -56,6 +61,8 @@ StageMemory estimate_stage_memory(const TrainOptions& options, const StageSpec& 
                                   const StageLoad& load, DType activation_dtype);
 // Stage `stage` of a pipeline run, its load read off its plan.
 StageMemory estimate_stage_memory(const PipelineSetup& setup, int stage, DType activation_dtype);
+// What rank `rank` of a pipeline run holds: its parts' (one, or with chunks per rank its V) added up.
+StageMemory estimate_rank_memory(const PipelineSetup& setup, int rank, DType activation_dtype);
 // The stages of `cut` together, each holding one weight version and one microbatch's stash: the plain loop (one
 // stage, the whole model); for the oracle, which keeps versions by its own rule, a floor.
 StageMemory estimate_cut_memory(const TrainOptions& options, const std::vector<StageSpec>& cut,

@@ -85,6 +85,11 @@ void StageMeter::stash_added(size_t bytes) {
 
 void StageMeter::stash_released(size_t bytes) { live_stash_bytes_ -= bytes; }
 
+void StageMeter::stash_held_briefly(size_t bytes) {
+    stash_added(bytes);
+    stash_released(bytes);
+}
+
 void StageMeter::span_ran(TimedTask span) {
     span.duration_ns = clock_.now_ns() - span.start_ns;
     clock_.record(span);  // not a compute kind: the busy time stays the enclosing task's

@@ -6,7 +6,8 @@
 //                            then recorded as a wait attributed to what the task waited for (its input
 //                            activation or gradient, an evaluation's input, the global clip's all-gather)
 //   stash_added, _released   activation stashes of a microbatch in flight: live bytes, their peak since the
-//                            last report and over the run
+//                            last report and over the run; stash_held_briefly, what a backward's rerun of a
+//                            recomputed group adds for its length (model/model_step.h peak_bytes)
 //   span_ran                 with --trace, a span inside the task now running (an MoE block's dispatch,
 //                            pipeline/stage/stage_moe_observer.h), kept for the trace only
 //   take_report, finish      the measured fields of a StageReport (busy, wall, peak stash bytes since the
@@ -47,6 +48,8 @@ public:
 
     void stash_added(size_t bytes);
     void stash_released(size_t bytes);
+    // `bytes` more were live for a moment (a backward's recomputed group) on top of the stashes counted now.
+    void stash_held_briefly(size_t bytes);
 
     bool keeps_records() const { return keep_records_; }
     int64_t now_ns() const { return clock_.now_ns(); }

@@ -259,7 +259,7 @@ void StageRunner::forward(const Action& a) {
     LayerContext ctx{ops_, versions_.at(a.version), &step_.state().grads, f.batch, &moe};
     Tensor y = stage_forward(step_.state().model, ctx, x, &f.stashes, o_.recompute);
     versions_.release(a.version);
-    for (const Stash& st : f.stashes) f.stash_bytes += st.bytes();
+    f.stash_bytes = stash_bytes(f.stashes);
     meter_.stash_added(f.stash_bytes);
     if (last_)
         evaluation_.add_training_loss(iteration_of_microbatch(a.microbatch), y.f32()[0]);
@@ -287,9 +287,11 @@ void StageRunner::backward(const Action& a, bool input_only) {
     StageMoeObserver moe(meter_, nullptr, a.microbatch, a.version);  // for --trace: the loads were counted forward
     LayerContext ctx{ops_, versions_.at(a.version), &step_.state().grads, f.batch, &moe};
     const StageModel& model = step_.state().model;
-    Tensor dx = input_only ? stage_backward_input(model, ctx, dy, f.stashes)
-                           : stage_backward(model, ctx, dy, f.stashes, step_.replica_observer(a.step));
+    size_t peak_bytes = 0;  // this microbatch's stashes at their most during the backward (a rerun's on top)
+    Tensor dx = input_only ? stage_backward_input(model, ctx, dy, f.stashes, &peak_bytes)
+                           : stage_backward(model, ctx, dy, f.stashes, step_.replica_observer(a.step), &peak_bytes);
     versions_.release(a.version);
+    meter_.stash_held_briefly(peak_bytes - std::min(peak_bytes, f.stash_bytes));
     meter_.stash_released(f.stash_bytes);
     if (input_only) {
         f.input_done = true;

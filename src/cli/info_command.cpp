@@ -11,6 +11,7 @@
 #include "src/cli/commands.h"
 #include "model/flops.h"
 #include "model/partition.h"
+#include "model/recompute.h"
 #include "optim/optimizer_registry.h"
 #include "optim/optimizer_shards.h"
 #include "optim/stage_optimizer.h"
@@ -19,6 +20,7 @@
 #include "pipeline/stage/stage_memory.h"
 #include "src/core/byte_size.h"
 #include "src/core/error.h"
+#include "src/core/host_memory.h"
 #include "src/plan/pipeline_cut.h"
 #include "src/plan/run_shape.h"
 #include "src/plan/schedule_spec.h"
@@ -34,6 +36,7 @@ struct InfoFlags {
     // P, D replicas of every stage, V > 1: an interleaved 1F1B column 1f1b-vV; B, T; m per iteration.
     RunShape shape{.micro_batch_size = 8, .num_microbatches = 8, .seq_length = 256};
     bool distributed_optimizer = false;  // --use-distributed-optimizer: each replica holds 1/D of the state
+    double memory_gb = 0;                // --memory-gb: the budget per stage of the recomputation table (0: host's)
 };
 
 // Iterations each schedule is built for: enough for 2bw's and pipedream's steady state, where they hold the most
@@ -260,15 +263,38 @@ double predicted_bubble(const ModelConfig& c, const InfoFlags& f, const Schedule
     return simulate(col.rank_plans, costs, col.spec.placement()).bubble_fraction;
 }
 
+// Rank r's memory under `col`'s schedule and the options' recomputation, as the memory check counts it: the sum
+// of its parts', each with the versions it holds and its activation peak walked over its own actions.
+int64_t rank_total_bytes(const TrainOptions& o, const InfoFlags& f, const ScheduleColumn& col, int r) {
+    const StagePlacement placement = col.spec.placement();
+    int64_t total_bytes = 0;
+    for (int chunk = 0; chunk < placement.chunks; ++chunk) {
+        const int part = placement.part(r, chunk);
+        const StageSpec& sp = col.cut[static_cast<size_t>(part)];
+        const StagePlan& actions = col.part_plans[static_cast<size_t>(part)];
+        const StageLoad load{max_versions_held(col.part_plans, part), max_in_flight(col.part_plans, part), actions};
+        const ParamLayout layout = StageModel(o.model, sp).layout();
+        total_bytes +=
+            on_one_rank(estimate_stage_memory(o, sp, layout, load, DType::f32), f, o.optimizer, layout).total_bytes();
+    }
+    return total_bytes;
+}
+
+std::vector<ScheduleColumn> schedule_columns(const ModelConfig& c, const InfoFlags& f,
+                                             const std::vector<StageSpec>& specs) {
+    std::vector<ScheduleColumn> cols;
+    for (const ScheduleKind kind : kScheduleKinds.values()) cols.push_back(schedule_column(c, f, specs, kind, 1));
+    if (f.shape.virtual_stages > 1)
+        cols.push_back(schedule_column(c, f, specs, ScheduleKind::one_f_one_b, f.shape.virtual_stages));
+    return cols;
+}
+
 // Per schedule, what each stage (rank) holds at once, read off the schedule's own plan (pipeline/schedule/schedule.h),
 // and the stage's memory with it (with chunks, the sum of its parts'); then the bubble each is predicted to have on
 // its cut.
 void print_schedules(const ModelConfig& c, const InfoFlags& f, const std::vector<StageSpec>& specs) {
     const TrainOptions o = plan_options(c, f);
-    std::vector<ScheduleColumn> cols;
-    for (const ScheduleKind kind : kScheduleKinds.values()) cols.push_back(schedule_column(c, f, specs, kind, 1));
-    if (f.shape.virtual_stages > 1)
-        cols.push_back(schedule_column(c, f, specs, ScheduleKind::one_f_one_b, f.shape.virtual_stages));
+    const std::vector<ScheduleColumn> cols = schedule_columns(c, f, specs);
     fmt::print("per schedule at --num-microbatches {}: weight versions held (v), microbatches in flight (mb; with "
                "chunks per stage, chunk stashes) and the stage's total (f32, AdamW):\n",
                f.shape.num_microbatches);
@@ -282,19 +308,9 @@ void print_schedules(const ModelConfig& c, const InfoFlags& f, const std::vector
                 fmt::print("  {:>22}", col.why_none);
                 continue;
             }
-            const StagePlacement placement = col.spec.placement();
-            int64_t total_bytes = 0;
-            for (int chunk = 0; chunk < placement.chunks; ++chunk) {
-                const int part = placement.part(r, chunk);
-                const StageSpec& sp = col.cut[static_cast<size_t>(part)];
-                const StageLoad load{max_versions_held(col.part_plans, part), max_in_flight(col.part_plans, part)};
-                const ParamLayout layout = StageModel(c, sp).layout();
-                total_bytes +=
-                    on_one_rank(estimate_stage_memory(o, sp, layout, load, DType::f32), f, o.optimizer, layout)
-                        .total_bytes();
-            }
             fmt::print("  {:>22}", fmt::format("{} v {:>3} mb {:>9}", max_versions_held(col.rank_plans, r),
-                                               max_in_flight(col.rank_plans, r), format_bytes(total_bytes)));
+                                               max_in_flight(col.rank_plans, r),
+                                               format_bytes(rank_total_bytes(o, f, col, r))));
         }
         fmt::print("\n");
     }
@@ -307,6 +323,45 @@ void print_schedules(const ModelConfig& c, const InfoFlags& f, const std::vector
     for (const ScheduleColumn& col : cols)
         if (col.spec.chunks_per_rank() > 1 && !col.cut.empty()) fmt::print(" {} {};", col.name, describe_parts(col));
     fmt::print(")\n");
+}
+
+// Per schedule and --recompute-granularity, the largest stage's memory (as the check counts it; full: uniform, one
+// block per group), and the least recomputation with which every stage fits the budget: --memory-gb, or this host's
+// MemAvailable.
+void print_recompute_needs(const ModelConfig& c, const InfoFlags& f, const std::vector<StageSpec>& specs) {
+    int64_t budget_bytes = static_cast<int64_t>(f.memory_gb * 1e9);
+    std::string budget_what = fmt::format("--memory-gb {:g}", f.memory_gb);
+    if (f.memory_gb <= 0) {
+        budget_bytes = host_memory_available_bytes().value_or(0);
+        budget_what = "this host's MemAvailable; --memory-gb sets another";
+    }
+    TrainOptions o = plan_options(c, f);
+    const std::vector<ScheduleColumn> cols = schedule_columns(c, f, specs);
+    // From the most kept to the least: the first that fits is what the schedule needs.
+    constexpr RecomputeGranularity kLeastFirst[] = {RecomputeGranularity::none, RecomputeGranularity::selective,
+                                                   RecomputeGranularity::full};
+    fmt::print("recomputation per schedule: the largest stage's total with each --recompute-granularity (f32, "
+               "AdamW; full: --recompute-method uniform --recompute-num-layers 1), and what fits {} per stage ({}):\n",
+               format_bytes(budget_bytes), budget_what);
+    fmt::print("  {:>12}", "schedule");
+    for (const RecomputeGranularity g : kLeastFirst) fmt::print("  {:>10}", recompute_granularity_name(g));
+    fmt::print("  {}\n", "needs");
+    for (const ScheduleColumn& col : cols) {
+        fmt::print("  {:>12}", col.name);
+        if (col.rank_plans.empty()) {
+            fmt::print("  {}\n", col.why_none);
+            continue;
+        }
+        std::string needs = "does not fit";
+        for (const RecomputeGranularity g : kLeastFirst) {
+            o.recompute = RecomputeConfig{g, RecomputeMethod::uniform, 1};
+            int64_t largest = 0;
+            for (int r = 0; r < f.shape.stages; ++r) largest = std::max(largest, rank_total_bytes(o, f, col, r));
+            fmt::print("  {:>10}", format_bytes(largest));
+            if (largest <= budget_bytes && needs == "does not fit") needs = std::string(recompute_granularity_name(g));
+        }
+        fmt::print("  {}\n", needs);
+    }
 }
 
 int print_info(const InfoFlags& f) {
@@ -336,6 +391,7 @@ int print_info(const InfoFlags& f) {
     print_stages(c, f, cut);
     print_optimizer_state(c, f, specs);
     print_schedules(c, f, specs);
+    print_recompute_needs(c, f, specs);
     return 0;
 }
 
@@ -354,6 +410,10 @@ Command add_info_command(CLI::App& app) {
                    {ShapeFlag::virtual_stages, "adds interleaved 1F1B with V chunks per stage (a column 1f1b-vV, on "
                                                "its own cut into P x V parts)"});
     add_cut_flags(*sub, flags->cut);
+    sub->add_option("--memory-gb", flags->memory_gb,
+                    "The memory per stage (GB, 1e9 bytes) the recomputation table fits each schedule into (default: "
+                    "this host's MemAvailable)")
+        ->check(CLI::NonNegativeNumber);
     add_shape_flags(*sub, flags->shape,
                     {{ShapeFlag::micro_batch_size, "activation memory"},
                      {ShapeFlag::seq_length, "activation memory, attention FLOPs"},

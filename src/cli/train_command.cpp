@@ -37,7 +37,8 @@ Command add_train_command(CLI::App& app) {
                 }
                 if (std::optional<PipelineSummary> summary = run_pipeline_training(plan, stdout)) {
                     // On stage 0 only, as `nobubble reference` prints them.
-                    print_final_lines(stdout, {summary->run, summary->peak_versions, summary->optimizer_sha256});
+                    print_final_lines(stdout, {summary->run, summary->peak_versions, summary->optimizer_sha256,
+                                               activation_peaks(*summary)});
                 }
                 return 0;
             }};

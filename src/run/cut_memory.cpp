@@ -24,9 +24,15 @@ struct PieceMemory {
     }
 };
 
+// The stash counted per microbatch in flight is what one keeps until its backward (model/stash_bytes.h): a
+// backward's rerun and the W halves of zero-bubble schedules are left to the memory check itself, which walks the
+// actions (this bound is linear; the check has the last word).
 PieceMemory piece_memory(const TrainOptions& o, const StageSpec& spec, DType dtype) {
-    const StageMemory m = estimate_stage_memory(o, spec, StageModel(o.model, spec).layout(), StageLoad{2, 2}, dtype);
-    return {m.weights_bytes + m.gradients_bytes + m.optimizer_bytes, m.versions_bytes, m.activations_bytes / 2};
+    const ParamLayout layout = StageModel(o.model, spec).layout();
+    const StageMemory two = estimate_stage_memory(o, spec, layout, StageLoad{2, 2}, dtype);
+    const StageMemory one = estimate_stage_memory(o, spec, layout, StageLoad{2, 1}, dtype);
+    return {two.weights_bytes + two.gradients_bytes + two.optimizer_bytes, two.versions_bytes,
+            two.activations_bytes - one.activations_bytes};
 }
 
 }  // namespace

@@ -90,12 +90,22 @@ PipelineSummary run_in_process(const PipelineSetup& setup, const ResumePoint* re
         if (all_done && collector.done()) break;
         if (!moved) throw std::logic_error(deadlock_message(runners, collector));
     }
-    return pipeline_summary(collector);
+    return pipeline_summary(collector, setup, ops->activation_dtype());
 }
 
-PipelineSummary pipeline_summary(const ProgressCollector& collector) {
+PipelineSummary pipeline_summary(const ProgressCollector& collector, const PipelineSetup& setup, DType activation_dtype) {
+    std::vector<int64_t> planned_act_bytes;
+    for (int s = 0; s < setup.num_stages(); ++s)
+        planned_act_bytes.push_back(estimate_stage_memory(setup, s, activation_dtype).activations_bytes);
     return {collector.summary(), collector.peak_versions(), collector.optimizer_sha256(), collector.finals(),
-            collector.iteration_timings()};
+            collector.iteration_timings(), planned_act_bytes};
+}
+
+ActivationPeaks activation_peaks(const PipelineSummary& summary) {
+    ActivationPeaks peaks;
+    for (const StageFinal& f : summary.finals) peaks.measured_bytes.push_back(f.act_peak_bytes);
+    for (const int64_t b : summary.planned_act_bytes) peaks.planned_bytes.push_back(static_cast<double>(b));
+    return peaks;
 }
 
 }  // namespace nb

@@ -193,10 +193,8 @@ RankStage set_up(const PipelineSetup& setup, const ResumePoint* resume, RankTran
     // Every rank's stages must fit before any rank allocates its own (pipeline/stage/stage_memory.h): a usage error.
     set_up_step(layout, [&] {
         if (!ops) ops = make_ops(setup.options.device);
-        StageMemory need = estimate_stage_memory(setup, setup.stage_of_chunk(rank, 0), ops->activation_dtype());
-        for (int c = 1; c < chunks; ++c)
-            need += estimate_stage_memory(setup, setup.stage_of_chunk(rank, c), ops->activation_dtype());
-        require_memory_fits(rank, 1, need, ops->available_memory());
+        require_memory_fits(rank, 1, estimate_rank_memory(setup, rank, ops->activation_dtype()),
+                            ops->available_memory());
     });
     // --save DIR: rank 0 claims it for the job (locked, room for a checkpoint of every stage) before any rank
     // runs a step; its error ends every rank alike, none waiting for another.
@@ -318,7 +316,7 @@ std::optional<PipelineSummary> run_stage(const PipelineSetup& setup, RankTranspo
     }
     transports.finish();
     if (!collector) return std::nullopt;
-    return pipeline_summary(*collector);
+    return pipeline_summary(*collector, setup, ops.activation_dtype());
 }
 
 }  // namespace

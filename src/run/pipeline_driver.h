@@ -31,6 +31,7 @@
 #include "pipeline/stage/stage_runner.h"
 #include "src/run/checkpoint.h"
 #include "src/run/progress_collector.h"
+#include "src/run/run_log.h"
 #include "src/run/trainer.h"
 
 namespace nb {
@@ -41,9 +42,14 @@ struct PipelineSummary {
     std::string optimizer_sha256;        // `final optimizer state sha256` (pipeline/stage/state_hash.h)
     std::vector<StageFinal> finals;      // per stage: its whole run's busy and wall time, peak activation bytes
     std::vector<IterationTiming> iterations;  // per iteration: rank 0's wall time, each stage's measures
+    std::vector<int64_t> planned_act_bytes;   // per stage (part): the activations the memory check planned
 };
-// What stage 0's collector knows once it is done.
-PipelineSummary pipeline_summary(const ProgressCollector& collector);
+// What stage 0's collector knows once it is done, and the plan of `setup` on a backend computing in
+// `activation_dtype`.
+PipelineSummary pipeline_summary(const ProgressCollector& collector, const PipelineSetup& setup, DType activation_dtype);
+
+// Per stage (part), the activation stashes' measured peak over the run beside the plan: train's final line.
+ActivationPeaks activation_peaks(const PipelineSummary& summary);
 
 // `resume`: the checkpoint to start from (setup.first_iteration is its step), or null.
 PipelineSummary run_in_process(const PipelineSetup& setup, const ResumePoint* resume, std::FILE* log);

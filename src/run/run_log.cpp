@@ -49,6 +49,15 @@ TrainSummary RunLog::summary(int64_t steps, std::string weights_sha256) const {
 void print_final_lines(std::FILE* out, const FinalLines& lines) {
     if (lines.peak_versions)
         fmt::print(out, "weight versions held at most, per stage: {}\n", fmt::join(*lines.peak_versions, " "));
+    if (const auto& a = lines.activation_peaks) {
+        auto mib = [](const std::vector<double>& bytes) {
+            std::vector<std::string> out;
+            for (double b : bytes) out.push_back(fmt::format("{:.1f}", b / (1024.0 * 1024.0)));
+            return fmt::format("{}", fmt::join(out, " "));
+        };
+        fmt::print(out, "activation stashes at most, MiB per stage: measured {}, planned {}\n", mib(a->measured_bytes),
+                   mib(a->planned_bytes));
+    }
     if (lines.run.final_val_loss >= 0) fmt::print(out, "final val_loss {:.4f}\n", lines.run.final_val_loss);
     fmt::print(out, "final weights sha256 {}\n", lines.run.weights_sha256);
     if (lines.optimizer_sha256) fmt::print(out, "final optimizer state sha256 {}\n", *lines.optimizer_sha256);

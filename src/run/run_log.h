@@ -63,13 +63,20 @@ private:
     TrainSummary summary_;
 };
 
+// "activation stashes at most, MiB per stage: measured 73.1 88.0, planned 73.1 88.0".
+struct ActivationPeaks {
+    std::vector<double> measured_bytes, planned_bytes;
+};
+
 // The lines a run ends with, in this order: "weight versions held at most, per stage: 3 2 1" (pipeline runs and
-// the oracle), "final val_loss X" (when validation ran), "final weights sha256 HEX", and "final optimizer state
+// the oracle), the activation stashes' peaks (pipeline runs), "final val_loss X" (when validation ran), "final weights sha256 HEX", and "final optimizer state
 // sha256 HEX" (pipeline runs and the oracle: pipeline/stage/state_hash.h).
 struct FinalLines {
     TrainSummary run;
     std::optional<std::vector<int64_t>> peak_versions = std::nullopt;
     std::optional<std::string> optimizer_sha256 = std::nullopt;
+    // Pipeline runs: per stage (with chunks, per part), the activation stashes' measured peak over the run and the memory check's plan.
+    std::optional<ActivationPeaks> activation_peaks = std::nullopt;
 };
 void print_final_lines(std::FILE* out, const FinalLines& lines);
 

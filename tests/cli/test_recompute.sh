@@ -7,7 +7,7 @@
 #   and optimizer state equal, in one process;
 # - --recompute-method uniform with groups of 1 and 2 and block; an MoE model (routing, expert bias and aux loss);
 #   D = 2 with --use-distributed-optimizer and 2bw under mpirun; stopped and resumed;
-# - the stash a microbatch keeps shrinks (the progress line's act MiB);
+# - the stash a microbatch keeps shrinks (the progress line's act MiB), and its measured peak is the plan's;
 # - usage errors: an unknown granularity or method, --recompute-num-layers 0, --device cuda.
 source "$(dirname "$0")/lib.sh"
 make_corpus "$WORK/corpus.txt"
@@ -73,6 +73,28 @@ if [ -n "$kept" ] && [ -n "$recomputed" ] && [ -n "$selective" ] \
 else
   fail "act MiB kept '$kept', selective '$selective', full '$recomputed'"
 fi
+
+# The memory check's plan (model/stash_bytes.h walked over each stage's actions) against the stashes' measured peak
+# over the run, per stage (part), in every run above: within 10% (on the CPU they agree to the byte).
+within_plan() {  # within_plan LOG: "measured A B ..., planned C D ..." from the run's final line
+  local line
+  line=$(grep '^activation stashes at most' "$1") || return 1
+  awk -v line="$line" 'BEGIN {
+    sub(/.*measured /, "", line); split(line, halves, ", planned ");
+    n = split(halves[1], got, " "); if (split(halves[2], want, " ") != n || n == 0) exit 1;
+    for (i = 1; i <= n; ++i) if (got[i] > 1.1 * want[i] || got[i] < 0.9 * want[i]) exit 1 }'
+}
+planned=0
+for log in "$WORK"/kept_*.log "$WORK"/recomputed_*.log "$WORK"/selective_*.log; do
+  case $log in *_plain.log) continue ;; esac  # the plain loop has no stages to report
+  if within_plan "$log"; then
+    planned=$((planned + 1))
+  else
+    fail "$(basename "$log"): measured and planned stashes differ: $(grep '^activation stashes' "$log")"
+  fi
+done
+[ "$planned" -ge 54 ] && pass "act MiB within 10% of the plan in $planned runs (every schedule x none, selective, full)" \
+  || fail "only $planned runs compared with their plan"
 
 # Stopped after 2 iterations and resumed, with recomputation throughout.
 R=("${ASYNC[@]}" --schedule 2bw --optimizer muon --delay-fix ef --train-iters 4 "${FULL[@]}")

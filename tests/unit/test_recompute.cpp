@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/config.h"
 #include "model/recompute.h"
 #include "model/stage_model.h"
 
@@ -14,9 +13,7 @@ using namespace nb;
 namespace {
 
 std::vector<int64_t> groups_of(const StageSpec& spec, RecomputeGranularity g, RecomputeMethod m, int64_t n) {
-    ModelConfig c = model_preset("tiny");
-    c.num_layers = 7;
-    return recompute_groups(StageModel(c, spec), RecomputeConfig{g, m, n});
+    return recompute_groups(spec, RecomputeConfig{g, m, n});
 }
 
 }  // namespace

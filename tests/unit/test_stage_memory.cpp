@@ -51,7 +51,7 @@ TEST_CASE("a stage's weights, gradients and AdamW state are 4, 4 and 8 bytes per
     CHECK(m.gradients_bytes == 4 * params);
     CHECK(m.optimizer_bytes == 2 * m.weights_bytes);
     CHECK(m.versions_bytes == 0);
-    CHECK(m.activations_bytes == stage_activation_bytes(o.model, whole, o.micro_batch_size, o.seq_length));
+    CHECK(m.activations_bytes == microbatch_stash_bytes(o.model, whole, o.micro_batch_size, o.seq_length).kept);
     CHECK(m.total_bytes() ==
           m.weights_bytes + m.versions_bytes + m.gradients_bytes + m.optimizer_bytes + m.activations_bytes);
     // What a StageState really allocates for its master weights, gradients and optimizer.
@@ -126,8 +126,8 @@ TEST_CASE("the schedule's weight versions and microbatches in flight come from i
             CAPTURE(s);
             const StageMemory mem = estimate_stage_memory(setup, s, DType::f32);
             const int64_t copy = 4 * setup.layouts[static_cast<size_t>(s)].total_numel();
-            const int64_t stash = stage_activation_bytes(o.model, setup.cut[static_cast<size_t>(s)],
-                                                         o.micro_batch_size, o.seq_length);
+            const int64_t stash = microbatch_stash_bytes(o.model, setup.cut[static_cast<size_t>(s)],
+                                                         o.micro_batch_size, o.seq_length).kept;
             CHECK(mem.weights_bytes == copy);
             const std::vector<StagePlan> plans =
                 virtual_stage_plans(build_schedule(setup.spec), setup.spec.placement());
@@ -157,7 +157,7 @@ TEST_CASE("a backend computing in bf16 adds a bf16 copy of the weights; its vers
     CHECK(bf16.gradients_bytes == f32.gradients_bytes);
     CHECK(bf16.optimizer_bytes == f32.optimizer_bytes);
     CHECK(2 * bf16.activations_bytes == f32.activations_bytes);
-    CHECK(f32.activations_bytes == 3 * stage_activation_bytes(o.model, whole, o.micro_batch_size, o.seq_length));
+    CHECK(f32.activations_bytes == 3 * microbatch_stash_bytes(o.model, whole, o.micro_batch_size, o.seq_length).kept);
 }
 
 TEST_CASE("estimate_cut_memory sums the stages of a cut, each with one version and one microbatch") {
