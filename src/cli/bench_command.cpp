@@ -77,12 +77,14 @@ Command add_bench_command(CLI::App& app) {
     ops->add_flag("--profile", ops_flags->profile, "Also print where one step's time goes, op by op");
     auto gpu = add_bench_gpu_command(*sub);
     auto schedules = add_bench_schedules_command(*sub);
+    auto recompute = add_bench_recompute_command(*sub);
     auto checkpoint = add_bench_checkpoint_command(*sub);
     auto moe = add_bench_moe_command(*sub);
     auto data_parallel = add_bench_data_parallel_command(*sub);
-    return {sub, [ops_flags, ops, gpu, schedules, checkpoint, moe, data_parallel] {
+    return {sub, [ops_flags, ops, gpu, schedules, recompute, checkpoint, moe, data_parallel] {
                 if (ops->parsed()) return run_bench_ops(*ops_flags);
                 if (schedules.app->parsed()) return schedules.run();
+                if (recompute.app->parsed()) return recompute.run();
                 if (checkpoint.app->parsed()) return checkpoint.run();
                 if (moe.app->parsed()) return moe.run();
                 if (data_parallel.app->parsed()) return data_parallel.run();

@@ -19,6 +19,11 @@
 // PREFIX.md.
 //   Target (the pipeline issue): on 2 ranks with m = 4, 2bw reaches >= 1.15 x the tokens/s of 1f1b (the ideal
 //   is (m + P - 1) / m = 1.25: 1f1b fills and drains the pipeline every step, 2bw only once).
+//
+// `nobubble bench recompute` (and `bench schedules --recompute none,selective,full`): each schedule under each
+// --recompute-granularity (full: uniform, one block per group), a row each, then per schedule the peak activation
+// stash (the largest stage's) against none's and the time per iteration against none's, beside the targets of the
+// recomputation issue on the CPU: full cuts the peak by >= 5x for <= 1.4x the time, selective by >= 2x for <= 1.1x.
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,10 +65,13 @@ struct BenchSchedulesFlags {
     uint64_t seed = 1234;
     std::string out;
     double target = 1.15;
+    std::vector<std::string> recompute = {"none"};  // --recompute: each schedule under each granularity
+    std::string command = "schedules";              // the subcommand, for the report's title
 };
 
 struct ScheduleResult {
     ScheduleKind schedule;
+    RecomputeGranularity recompute = RecomputeGranularity::none;
     std::string name;  // the schedule's, "1f1b-v2" for interleaved 1F1B with 2 chunks per stage
     int64_t micro_batch_size = 0, num_microbatches = 0;
     double tokens_per_s = 0, bubble = 0, ms_per_iter = 0, final_loss = 0;
@@ -72,18 +80,22 @@ struct ScheduleResult {
     std::vector<double> act_mib;  // per stage
 };
 
-// One row of the table: a schedule, and its chunks per stage (1f1b with V > 1: interleaved).
+// One row of the table: a schedule, its chunks per stage (1f1b with V > 1: interleaved), its recomputation.
 struct BenchRow {
     ScheduleKind schedule;
     int virtual_stages = 1;
+    RecomputeGranularity recompute = RecomputeGranularity::none;
 };
 
-// 1f1b, and with --virtual-stages V > 1 interleaved 1F1B right after it.
-std::vector<BenchRow> rows_of(const BenchSchedulesFlags& f, const std::vector<ScheduleKind>& schedules) {
+// 1f1b, and with --virtual-stages V > 1 interleaved 1F1B right after it; each under every granularity in turn.
+std::vector<BenchRow> rows_of(const BenchSchedulesFlags& f, const std::vector<ScheduleKind>& schedules,
+                              const std::vector<RecomputeGranularity>& granularities) {
     std::vector<BenchRow> rows;
     for (ScheduleKind s : schedules) {
-        rows.push_back({s, 1});
-        if (s == ScheduleKind::one_f_one_b && f.shape.virtual_stages > 1) rows.push_back({s, f.shape.virtual_stages});
+        std::vector<int> chunks = {1};
+        if (s == ScheduleKind::one_f_one_b && f.shape.virtual_stages > 1) chunks.push_back(f.shape.virtual_stages);
+        for (const int v : chunks)
+            for (const RecomputeGranularity g : granularities) rows.push_back({s, v, g});
     }
     return rows;
 }
@@ -105,6 +117,7 @@ RunPlan plan_for(const BenchSchedulesFlags& f, BenchRow row, const std::string& 
     o.schedule = schedule;
     o.stages = stages;
     o.virtual_stages = row.virtual_stages;
+    o.recompute.granularity = row.recompute;
     o.clip_scope = clip_scope_of(schedule);
     if (schedule == ScheduleKind::pipedream) {  // one microbatch per step, as large as the others' whole step
         o.micro_batch_size = f.shape.micro_batch_size * f.shape.num_microbatches;
@@ -121,6 +134,9 @@ ScheduleResult result_of(const TrainOptions& o, const PipelineSummary& s, int64_
     r.name = std::string(schedule_kind_name(o.schedule));
     if (o.schedule == ScheduleKind::one_f_one_b && o.virtual_stages > 1)
         r.name += fmt::format("-v{}", o.virtual_stages);
+    r.recompute = o.recompute.granularity;
+    if (r.recompute != RecomputeGranularity::none)
+        r.name += fmt::format(" {}", recompute_granularity_name(r.recompute));
     r.micro_batch_size = o.micro_batch_size;
     r.num_microbatches = o.num_microbatches;
     double seconds = 0, busy = 0, wall = 0, waited = 0;
@@ -151,22 +167,52 @@ std::string act_list(const std::vector<double>& act, const char* sep) {
 
 const ScheduleResult* find(const std::vector<ScheduleResult>& results, ScheduleKind schedule) {
     for (const auto& r : results)
-        if (r.schedule == schedule) return &r;
+        if (r.schedule == schedule && r.recompute == RecomputeGranularity::none) return &r;
     return nullptr;
 }
 
 struct Report {
-    std::string title, note, table_text, ratio_line, target_line;
+    std::string title, note, table_text, ratio_line, target_line, recompute_text;
 };
+
+double peak_of(const ScheduleResult& r) { return *std::max_element(r.act_mib.begin(), r.act_mib.end()); }
+
+// Per recomputed row, against its schedule's row without recomputation (same name, same chunks): the largest
+// stage's peak stash cut and the time per iteration paid, beside the issue's targets.
+std::string recompute_report(const std::vector<ScheduleResult>& results) {
+    std::string t;
+    for (const ScheduleResult& r : results) {
+        if (r.recompute == RecomputeGranularity::none) continue;
+        const std::string base_name = r.name.substr(0, r.name.rfind(' '));
+        const auto kept = std::find_if(results.begin(), results.end(), [&](const ScheduleResult& k) {
+            return k.name == base_name && k.recompute == RecomputeGranularity::none;
+        });
+        if (kept == results.end()) continue;
+        const bool full = r.recompute == RecomputeGranularity::full;
+        const double cut_target = full ? 5.0 : 2.0, time_target = full ? 1.4 : 1.1;
+        const double cut = peak_of(*kept) / peak_of(r), time = r.ms_per_iter / kept->ms_per_iter;
+        if (t.empty())
+            t = fmt::format("{:<20} {:>13} {:>13} {:>12} {:>12}\n", "recomputed", "peak act MiB", "cut (target)",
+                            "time x", "(target)");
+        t += fmt::format("{:<20} {:>6.1f}/{:<6.1f} {:>6.2f}x (>={:.0f}) {:>11.3f}x {:>8}(<={:.1f}) {}\n", r.name, peak_of(r),
+                         peak_of(*kept), cut, cut_target, time, "", time_target,
+                         cut >= cut_target && time <= time_target ? "meets both" : "misses");
+    }
+    if (!t.empty())
+        t += "peak act MiB: the largest stage's, recomputed / kept; cut = kept / recomputed; time x = ms/iter "
+             "recomputed / kept\n";
+    return t;
+}
 
 Report make_report(const BenchSchedulesFlags& f, const std::vector<ScheduleResult>& results, int stages,
                    bool over_mpi, int64_t parameters) {
     Report rep;
     const int64_t replicas = f.shape.data_parallel_size;
+    rep.recompute_text = recompute_report(results);
     rep.title = fmt::format(
-        "bench schedules: model {} ({} parameters), {} stages{} {}, {} iterations of {} tokens ({} timed: the "
+        "bench {}: model {} ({} parameters), {} stages{} {}, {} iterations of {} tokens ({} timed: the "
         "first {} not), {} data",
-        f.model.preset, parameters, stages, replicas > 1 ? fmt::format(" x {} replicas", replicas) : "",
+        f.command, f.model.preset, parameters, stages, replicas > 1 ? fmt::format(" x {} replicas", replicas) : "",
         !over_mpi ? "in one process"
         : replicas > 1 ? "over MPI (one rank per stage and replica)"
                        : "over MPI (one rank per stage)",
@@ -178,11 +224,11 @@ Report make_report(const BenchSchedulesFlags& f, const std::vector<ScheduleResul
         rep.note = "note: in one process the stages run one after another, so tokens/s and the bubble are not a "
                    "parallel measurement (run under mpirun -np P for that)";
     std::string& t = rep.table_text;
-    t += fmt::format("{:<10} {:>14} {:>10} {:>9} {:>9} {:>10}  {:<22} {:>10}", "schedule", "m x B", "tokens/s",
+    t += fmt::format("{:<20} {:>14} {:>10} {:>9} {:>9} {:>10}  {:<22} {:>10}", "schedule", "m x B", "tokens/s",
                      "ms/iter", "bubble", "sim bubble", "peak act MiB per stage", "final loss");
     t += replicas > 1 ? fmt::format(" {:>12}\n", "replica wait") : "\n";
     for (const auto& r : results) {
-        t += fmt::format("{:<10} {:>14} {:>10.0f} {:>9.1f} {:>8.1f}% {:>9.1f}%  {:<22} {:>10.4f}",
+        t += fmt::format("{:<20} {:>14} {:>10.0f} {:>9.1f} {:>8.1f}% {:>9.1f}%  {:<22} {:>10.4f}",
                          r.name, fmt::format("{} x {}", r.num_microbatches, r.micro_batch_size),
                          r.tokens_per_s, r.ms_per_iter, 100 * r.bubble, 100 * r.sim_bubble, act_list(r.act_mib, " "),
                          r.final_loss);
@@ -236,6 +282,7 @@ void write_outputs(const std::string& prefix, const Report& rep, const std::vect
                           100 * r.bubble, 100 * r.sim_bubble, act_list(r.act_mib, " / "), r.final_loss,
                           100 * r.replica_wait);
     if (!rep.ratio_line.empty()) md += "\n" + rep.ratio_line + "\n\n" + rep.target_line + "\n";
+    if (!rep.recompute_text.empty()) md += "\n```\n" + rep.recompute_text + "```\n";
     write_file(prefix + ".md", md);
 }
 
@@ -264,7 +311,9 @@ int run_bench_schedules(const BenchSchedulesFlags& f) {
     // The names parsed and every plan checked before anything runs (the same UsageError on every rank).
     std::vector<ScheduleKind> schedules;
     for (const auto& name : f.schedules) schedules.push_back(parse_schedule_kind(name));
-    const std::vector<BenchRow> rows = rows_of(f, schedules);
+    std::vector<RecomputeGranularity> granularities;
+    for (const auto& name : f.recompute) granularities.push_back(parse_recompute_granularity(name));
+    const std::vector<BenchRow> rows = rows_of(f, schedules, granularities);
     for (const BenchRow& row : rows) {
         try {
             plan_for(f, row, f.data.empty() ? "-" : f.data, stages);
@@ -303,6 +352,7 @@ int run_bench_schedules(const BenchSchedulesFlags& f) {
     if (!rep.note.empty()) fmt::print("{}\n", rep.note);
     fmt::print("{}", rep.table_text);
     if (!rep.ratio_line.empty()) fmt::print("{}\n{}\n", rep.ratio_line, rep.target_line);
+    fmt::print("{}", rep.recompute_text);
     if (!f.out.empty()) {
         write_outputs(f.out, rep, results, stages);
         fmt::print("wrote {0}.csv and {0}.md\n", f.out);
@@ -310,13 +360,24 @@ int run_bench_schedules(const BenchSchedulesFlags& f) {
     return 0;
 }
 
-}  // namespace
-
-Command add_bench_schedules_command(CLI::App& bench) {
-    auto f = std::make_shared<BenchSchedulesFlags>();
-    auto* sub = bench.add_subcommand(
-        "schedules", "Tokens/s, measured bubble, activation memory and loss of every schedule on one config "
-                     "(under mpirun: one stage per rank)");
+// `bench schedules`, or with `recompute_defaults` `bench recompute`: every granularity, tiny at seq 512 (the
+// recomputation issue's yardstick), zb-v and interleaved 1F1B included.
+CLI::App* add_schedule_bench(CLI::App& bench, std::shared_ptr<BenchSchedulesFlags> f, bool recompute_defaults) {
+    if (recompute_defaults) {
+        f->command = "recompute";
+        f->recompute = {"none", "selective", "full"};
+        f->model.preset = "tiny";
+        f->shape.micro_batch_size = 2;
+        f->shape.seq_length = 512;
+        f->shape.virtual_stages = 2;
+        f->iters = 5;
+        f->warmup_iters = 1;
+    }
+    auto* sub = recompute_defaults
+                    ? bench.add_subcommand("recompute", "Peak activation MiB and tokens/s of every schedule without "
+                                                        "and with selective and full recomputation, in one run")
+                    : bench.add_subcommand("schedules", "Tokens/s, measured bubble, activation memory and loss of every "
+                                                        "schedule on one config (under mpirun: one stage per rank)");
     add_model_flags(*sub, f->model);
     sub->add_option("--data", f->data, "Training data (default: a synthetic corpus)");
     sub->add_option("--device", f->device, "cpu (f32 reference) or cuda (bf16 compute; under mpirun one GPU per rank)")
@@ -340,7 +401,24 @@ Command add_bench_schedules_command(CLI::App& bench) {
     add_seed_flag(*sub, f->seed, "Seed for weights, data order and the synthetic corpus");
     sub->add_option("--out", f->out, "Also write the table as PREFIX.csv and PREFIX.md");
     sub->add_option("--target", f->target, "Target ratio of 2bw to 1f1b tokens/s")->capture_default_str();
-    return {sub, [f] { return run_bench_schedules(*f); }};
+    sub->add_option("--recompute", f->recompute,
+                    "Run each schedule under each of these --recompute-granularity values (full: uniform, one block "
+                    "per group), a row each")
+        ->delimiter(',')
+        ->capture_default_str();
+    return sub;
+}
+
+}  // namespace
+
+Command add_bench_schedules_command(CLI::App& bench) {
+    auto f = std::make_shared<BenchSchedulesFlags>();
+    return {add_schedule_bench(bench, f, false), [f] { return run_bench_schedules(*f); }};
+}
+
+Command add_bench_recompute_command(CLI::App& bench) {
+    auto f = std::make_shared<BenchSchedulesFlags>();
+    return {add_schedule_bench(bench, f, true), [f] { return run_bench_schedules(*f); }};
 }
 
 }  // namespace nb::cli

@@ -5,6 +5,7 @@
 #include "cuda/attention_cudnn.h"
 #include "model/config.h"
 #include "model/partition.h"
+#include "model/recompute.h"
 #include "optim/delay_fix.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_registry.h"
@@ -40,6 +41,8 @@ const std::vector<ChoiceList>& choice_lists() {
         {"lr-decay-styles", table_names<kLrDecayStyles>},
         {"clip-scopes", table_names<kClipScopes>},
         {"pipeline-cuts", table_names<kPipelineCuts>},
+        {"recompute-granularities", table_names<kRecomputeGranularities>},
+        {"recompute-methods", table_names<kRecomputeMethods>},
         {"devices", table_names<kDevices>},
         {"models", model_preset_names},
         {"kill-points", table_names<kKillPoints>},

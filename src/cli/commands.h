@@ -92,6 +92,9 @@ Command add_eval_command(CLI::App& app);
 Command add_bench_gpu_command(CLI::App& bench);
 // `bench schedules`: tokens/s, bubble, activation memory and loss per schedule (src/cli/bench_schedules_command.cpp).
 Command add_bench_schedules_command(CLI::App& bench);
+// `bench recompute`: `bench schedules` under none, selective and full recomputation, with the cut and time paid
+// against each schedule's run without (src/cli/bench_schedules_command.cpp).
+Command add_bench_recompute_command(CLI::App& bench);
 // `bench checkpoint`: save and load time and rate of a checkpoint (src/cli/bench_checkpoint_command.cpp).
 Command add_bench_checkpoint_command(CLI::App& bench);
 // `bench moe`: the MoE layer against a dense MLP of the same active FLOPs; on a GPU MoE tokens/s and MFU

@@ -94,17 +94,21 @@ PipelineSummary run_in_process(const PipelineSetup& setup, const ResumePoint* re
 }
 
 PipelineSummary pipeline_summary(const ProgressCollector& collector, const PipelineSetup& setup, DType activation_dtype) {
-    std::vector<int64_t> planned_act_bytes;
-    for (int s = 0; s < setup.num_stages(); ++s)
-        planned_act_bytes.push_back(estimate_stage_memory(setup, s, activation_dtype).activations_bytes);
+    std::vector<int64_t> planned_act_bytes, planned_bytes;
+    for (int s = 0; s < setup.num_stages(); ++s) {
+        const StageMemory m = estimate_stage_memory(setup, s, activation_dtype);
+        planned_act_bytes.push_back(m.activations_bytes);
+        planned_bytes.push_back(m.total_bytes());
+    }
     return {collector.summary(), collector.peak_versions(), collector.optimizer_sha256(), collector.finals(),
-            collector.iteration_timings(), planned_act_bytes};
+            collector.iteration_timings(), planned_act_bytes, planned_bytes};
 }
 
 ActivationPeaks activation_peaks(const PipelineSummary& summary) {
     ActivationPeaks peaks;
     for (const StageFinal& f : summary.finals) peaks.measured_bytes.push_back(f.act_peak_bytes);
     for (const int64_t b : summary.planned_act_bytes) peaks.planned_bytes.push_back(static_cast<double>(b));
+    for (const int64_t b : summary.planned_bytes) peaks.planned_total_bytes.push_back(static_cast<double>(b));
     return peaks;
 }
 

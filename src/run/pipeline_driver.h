@@ -43,6 +43,7 @@ struct PipelineSummary {
     std::vector<StageFinal> finals;      // per stage: its whole run's busy and wall time, peak activation bytes
     std::vector<IterationTiming> iterations;  // per iteration: rank 0's wall time, each stage's measures
     std::vector<int64_t> planned_act_bytes;   // per stage (part): the activations the memory check planned
+    std::vector<int64_t> planned_bytes;       // ... and its whole figure (weights, versions, gradients, state)
 };
 // What stage 0's collector knows once it is done, and the plan of `setup` on a backend computing in
 // `activation_dtype`.

@@ -57,6 +57,7 @@ void print_final_lines(std::FILE* out, const FinalLines& lines) {
         };
         fmt::print(out, "activation stashes at most, MiB per stage: measured {}, planned {}\n", mib(a->measured_bytes),
                    mib(a->planned_bytes));
+        fmt::print(out, "memory planned per stage, MiB: {}\n", mib(a->planned_total_bytes));
     }
     if (lines.run.final_val_loss >= 0) fmt::print(out, "final val_loss {:.4f}\n", lines.run.final_val_loss);
     fmt::print(out, "final weights sha256 {}\n", lines.run.weights_sha256);

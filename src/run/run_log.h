@@ -63,9 +63,10 @@ private:
     TrainSummary summary_;
 };
 
-// "activation stashes at most, MiB per stage: measured 73.1 88.0, planned 73.1 88.0".
+// "activation stashes at most, MiB per stage: measured 73.1 88.0, planned 73.1 88.0", then "memory planned per
+// stage, MiB: 140.2 151.0" (the memory check's whole figure: what a process's peak resident memory is set beside).
 struct ActivationPeaks {
-    std::vector<double> measured_bytes, planned_bytes;
+    std::vector<double> measured_bytes, planned_bytes, planned_total_bytes;
 };
 
 // The lines a run ends with, in this order: "weight versions held at most, per stage: 3 2 1" (pipeline runs and

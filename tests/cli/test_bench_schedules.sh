@@ -4,8 +4,8 @@
 # activation MiB per stage and final loss, the 2bw / 1f1b ratio and the target line, and writes the same table
 # as PREFIX.csv and PREFIX.md. Pipedream runs one microbatch of m x B sequences (the same tokens per step), and
 # the schedules' losses are those of `nobubble train` with the same settings. With --data-parallel-size 2 under
-# mpirun -np 2: one stage x 2 replicas, a replica-wait column, the loss of the oracle `reference` with D = 2. Bad
-# flags are usage errors.
+# mpirun -np 2: one stage x 2 replicas, a replica-wait column, the loss of the oracle `reference` with D = 2.
+# `bench recompute`: rows without and with recomputation and the cut and time table. Bad flags are usage errors.
 source "$(dirname "$0")/lib.sh"
 MODEL=(--num-layers 4 --hidden-size 64 --ffn-hidden-size 96 --num-attention-heads 4 --num-query-groups 2)
 B=(bench schedules "${MODEL[@]}" --micro-batch-size 2 --seq-length 32 --num-microbatches 4 --iters 3 --warmup-iters 1)
@@ -81,6 +81,27 @@ if [ "$HAVE_MPI" = 1 ]; then
 else
   echo "skip: nobubble is built without MPI or mpirun is missing: no mpirun bench"
 fi
+
+# bench recompute: each schedule asked for without, with selective and with full recomputation, a row each, and per
+# recomputed row the largest stage's peak against the kept row's, the time, and the targets (full >= 5x for
+# <= 1.4x, selective >= 2x for <= 1.1x); full keeps less than selective, selective less than none.
+R=(bench recompute "${MODEL[@]}" --micro-batch-size 2 --seq-length 32 --num-microbatches 4 --iters 2 --warmup-iters 1
+   --schedules gpipe,1f1b --virtual-stages 1)
+if timeout -k 5 120 "$NB" "${R[@]}" >"$WORK/recompute.log" 2>&1; then
+  rows=$(grep -cE '^(gpipe|1f1b)( selective| full)? +4 x 2 ' "$WORK/recompute.log")
+  peak() {  # peak ROW: the recomputed row's largest-stage peak MiB (the number before the slash)
+    awk -v row="$1" '$0 ~ "^" row " +[0-9.]+/" { for (i = 1; i <= NF; ++i) if ($i ~ /\//) { split($i, a, "/"); print a[1]; exit } }' "$WORK/recompute.log"
+  }
+  grep -q '^bench recompute: model tiny' "$WORK/recompute.log" && [ "$rows" = 6 ] \
+    && grep -qE '^gpipe full +[0-9.]+/[0-9.]+ +[0-9.]+x \(>=5\) +[0-9.]+x +\(<=1.4\) (meets both|misses)$' "$WORK/recompute.log" \
+    && grep -qE '^1f1b selective +[0-9.]+/[0-9.]+ +[0-9.]+x \(>=2\) +[0-9.]+x +\(<=1.1\) (meets both|misses)$' "$WORK/recompute.log" \
+    && awk -v f="$(peak 'gpipe full')" -v s="$(peak 'gpipe selective')" 'BEGIN { exit !(f > 0 && f < s) }' \
+    && pass "bench recompute: 6 rows and the recomputation table, gpipe full $(peak 'gpipe full') < selective $(peak 'gpipe selective') MiB" \
+    || fail "bench recompute: $(cat "$WORK/recompute.log")"
+else
+  fail "bench recompute: $(cat "$WORK/recompute.log")"
+fi
+expect_error 2 "unknown --recompute-granularity 'most'" "$NB" "${B[@]}" --recompute none,most
 
 expect_error 2 "iters 2 must exceed --warmup-iters 2" "$NB" "${B[@]}" --iters 2 --warmup-iters 2
 expect_error 2 "out '$WORK/no/dir/x': no directory" "$NB" "${B[@]}" --out "$WORK/no/dir/x"
