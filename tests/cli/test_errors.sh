@@ -138,7 +138,7 @@ for kind_flag in optimizers:--optimizer schedules:--schedule delay-fixes:--delay
   valid=$("$NB" --list "$kind" | paste -sd',' | sed 's/,/, /g')
   expect_error 2 "^nobubble: error: unknown $flag 'bogus' (valid: $valid)$" "${T[@]}" "$flag" bogus
 done
-expect_error 2 "^nobubble: error: unknown --list 'bogus' (valid: optimizers, schedules, delay-fixes, lr-decay-styles, clip-scopes, pipeline-cuts, devices, models, kill-points, attention-backends)$" \
+expect_error 2 "^nobubble: error: unknown --list 'bogus' (valid: optimizers, schedules, delay-fixes, lr-decay-styles, clip-scopes, pipeline-cuts, recompute-granularities, recompute-methods, devices, models, kill-points, attention-backends)$" \
   "$NB" --list bogus
 expect_error 2 "^nobubble: error: unknown --list '' (valid: " "$NB" --list ""
 expect_error 2 "^nobubble: error: --list takes no subcommand (got 'schedule')$" \
