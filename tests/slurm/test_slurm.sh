@@ -22,9 +22,9 @@ LOCAL_SLURM="$ROOT/run/slurm/local_slurm.sh"
 # A run of this test that was killed (ctest's timeout) left its daemons: their pid files are in WORK, which
 # lib.sh is about to remove.
 "$LOCAL_SLURM" down "${2:?usage: test.sh NOBUBBLE WORKDIR}/slurm"
-# The test's own polls (wait_until below) must see a job's progress while it runs: on some machines the jobs'
-# ranks under srun starved this shell for 2-4 s at a time (seen: a poll at step 50, the next at step 2000 of 3000,
-# so the time-limit signal came after the run had ended), so the test runs ahead of them where it may (root).
+# The test's own polls (wait_until below) must see a job's progress while it runs: on some machines this shell
+# stalls for 2-4 s at a time while the jobs' ranks run under srun (seen: a poll at step 50, the next at step 2000 of
+# 3000). It runs ahead of them where it may (root), and the signalled jobs run long enough (LONG_ARGS, below).
 renice -n -15 -p $$ >/dev/null 2>&1 || true
 source "$(dirname "$0")/../cli/lib.sh"
 JOB_TIMEOUT_S=180 # the most any one job may take, requeues included (~10 s here when alone; a loaded machine is slower)
@@ -59,6 +59,11 @@ export TRAIN_ARGS NOBUBBLE="$NB" DEVICE=cpu SAVE_INTERVAL=100 MPIRUN_FLAGS=
 export OMPI_MCA_mpi_yield_when_idle=1
 run_logged 120 mpirun "${MPI[@]}" -np 2 "$NB" train --device cpu --stages 2 $TRAIN_ARGS
 WANT=$(hash_of "$WORK/mpirun.log")
+# The signalled jobs (time limit, cancel) run 4x longer (~30 s): the signal must come while they train, and this
+# shell's polls have been seen to stall for 4 s while srun's ranks run (above), past a 7 s run's end.
+LONG_ARGS=${TRAIN_ARGS/--train-iters 3000/--train-iters 12000}
+run_logged 180 mpirun_long "${MPI[@]}" -np 2 "$NB" train --device cpu --stages 2 $LONG_ARGS
+WANT_LONG=$(hash_of "$WORK/mpirun_long.log")
 
 # submit NAME SBATCH_FLAGS... (knobs in the environment): the job id; its log is $WORK/NAME-<id>.out.
 submit() {
@@ -91,9 +96,10 @@ trained_past() { [ "$(cat "$WORK/runs/$1/metrics.jsonl" 2>/dev/null | wc -l)" -g
 epoch_of() { grep "$2" "$1" | head -n 1 | grep -o '[0-9]*\.[0-9]*' | tail -n 1; }
 ms_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%d", (b - a) * 1000 }'; }
 
-# check_job NAME ID RESTARTS: finished within time, on the mpirun run's hash, resumed RESTARTS times.
+# check_job NAME ID RESTARTS [WANT]: finished within time, on the mpirun run's hash (WANT: another's), resumed
+# RESTARTS times.
 check_job() {
-  local name=$1 id=$2 restarts=$3 log="$WORK/$1-$2.out" run="$WORK/runs/$1-$2/train.log"
+  local name=$1 id=$2 restarts=$3 log="$WORK/$1-$2.out" run="$WORK/runs/$1-$2/train.log" WANT=${4:-$WANT}
   local resumed
   resumed=$(grep -c '^resumed from ' "$run" 2>/dev/null)
   if [ "$(grep '^train.sbatch: finished: ' "$log" | awk '{print $6}')" = "$WANT" ] && [ "$(hash_of "$run" | tail -n 1)" = "$WANT" ] \
@@ -139,7 +145,7 @@ fi
 # it on a ~30 s periodic check, anywhere up to 30 s early, too loose for a run of seconds, so the test sends the
 # same signal the same way (`scancel --batch --signal=USR1`) after iteration 300. Only the signal's
 # checkpoint exists (SAVE_INTERVAL=1000), so the resume is from it.
-j=$(LAUNCHER=srun SAVE_INTERVAL=1000 submit timelimit --time=10 --signal=B:USR1@50)
+j=$(TRAIN_ARGS=$LONG_ARGS LAUNCHER=srun SAVE_INTERVAL=1000 submit timelimit --time=10 --signal=B:USR1@50)
 log="$WORK/timelimit-$j.out"
 if wait_until 60 trained_past "timelimit-$j" 300; then
   scancel --batch --signal=USR1 "$j"
@@ -153,11 +159,11 @@ if wait_until 60 trained_past "timelimit-$j" 300; then
 else
   fail "timelimit: job $j never reached step 300: $(tail -n 3 "$log")"
 fi
-check_job timelimit "$j" 1
+check_job timelimit "$j" 1 "$WANT_LONG"
 
 # 4. Cancelled: the ranks get Slurm's TERM (and the trap's USR1, whichever srun passes first), save and stop;
 # the job stays cancelled (no requeue).
-j=$(LAUNCHER=srun SAVE_INTERVAL=1000 submit cancel)
+j=$(TRAIN_ARGS=$LONG_ARGS LAUNCHER=srun SAVE_INTERVAL=1000 submit cancel)
 if wait_until 60 trained_past "cancel-$j" 300; then
   scancel "$j"
   wait_until 30 gone "$j" || fail "cancel: job $j still $(state_of "$j") 30 s after scancel"
