@@ -57,10 +57,10 @@ StageMemory estimate_stage_memory(const TrainOptions& o, const StageSpec& spec, 
 
 StageMemory estimate_stage_memory(const PipelineSetup& setup, int stage, DType activation_dtype) {
     // The whole run's peaks (a resumed run's part of it holds no more), from a short run of the same shape.
-    const PartPeaks peaks = part_peaks(setup.spec).at(static_cast<size_t>(stage));
-    const StageLoad load{peaks.versions_held, peaks.in_flight,
-                         representative_part_plans(setup.spec).at(static_cast<size_t>(stage))};
+    // (part_peaks' counts, read off the same lists that the activation walk takes: the schedule built once.)
+    const std::vector<StagePlan> plans = representative_part_plans(setup.spec);
     const auto s = static_cast<size_t>(stage);
+    const StageLoad load{max_versions_held(plans, stage), max_in_flight(plans, stage), plans.at(s)};
     return estimate_stage_memory(setup.options, setup.cut.at(s), setup.layouts.at(s), load, activation_dtype);
 }
 
