@@ -1,6 +1,7 @@
 // Rotary position embedding on the CUDA backend (the f32 reference is src/cpu/rope.cpp; same math).
 //
-// x, out, dout, din: bf16 [N, heads, head_dim], row n at position pos = n % seq_len. Rotate-half convention
+// x, out, dout, din: bf16 [N, heads, head_dim], row n at position pos = n % seq_len (rope_forward_at, decoding
+// with a KV cache: pos = first_position + n). Rotate-half convention
 // (HF LLaMA): for i < half = head_dim / 2 and angle = pos * inv_freq[i], inv_freq[i] = theta^(-2i / head_dim):
 //   out[i]      = x[i] cos - x[i+half] sin
 //   out[i+half] = x[i+half] cos + x[i] sin
@@ -48,12 +49,12 @@ constexpr int kThreads = 256;
 // accumulate = false writes out, accumulate = true adds to it (in f32, rounded once to bf16). Each thread reads
 // both elements of a pair before writing them and no other thread touches that pair, so out may alias x.
 __global__ void rope_kernel(bf16* out, const bf16* x, int64_t n_rows, int heads, int half, int64_t seq_len,
-                            InvFreq inv_freq, float sign, bool accumulate) {
+                            int64_t first_position, InvFreq inv_freq, float sign, bool accumulate) {
     const int64_t idx = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
     if (idx >= n_rows * half) return;
     const int i = static_cast<int>(idx % half);
     const int64_t n = idx / half;
-    const int64_t pos = n % seq_len;
+    const int64_t pos = first_position + n % seq_len;
     const float angle = static_cast<float>(pos) * inv_freq.v[i];  // f32, as torch; pos < 2^24 is exact in float
     float s, c;
     sincosf(angle, &s, &c);
@@ -96,8 +97,8 @@ InvFreq make_inv_freq(int64_t head_dim, float theta) {
     return f;
 }
 
-void launch_rope(cudaStream_t stream, Tensor& out, const Tensor& x, int64_t seq_len, float theta, float sign,
-                 bool accumulate) {
+void launch_rope(cudaStream_t stream, Tensor& out, const Tensor& x, int64_t seq_len, int64_t first_position,
+                 float theta, float sign, bool accumulate) {
     const int64_t n_rows = x.dim(0), heads = x.dim(1), half = x.dim(2) / 2;
     const int64_t work = n_rows * half;
     if (work == 0 || heads == 0) return;  // empty: nothing to write (and a zero-sized grid is a launch error)
@@ -106,7 +107,7 @@ void launch_rope(cudaStream_t stream, Tensor& out, const Tensor& x, int64_t seq_
     const unsigned blocks = blocks_for(work, kThreads);
     rope_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<bf16*>(out.data()), static_cast<const bf16*>(x.data()),
                                                  n_rows, static_cast<int>(heads), static_cast<int>(half), seq_len,
-                                                 make_inv_freq(x.dim(2), theta), sign, accumulate);
+                                                 first_position, make_inv_freq(x.dim(2), theta), sign, accumulate);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -116,14 +117,22 @@ void CudaOps::rope_forward(Tensor& out, const Tensor& x, int64_t seq_len, float 
     const OpTimer timer(*this, "rope_forward");
     check_rope_forward(out, x, seq_len);
     check_rope_types("rope_forward", out, x, seq_len);
-    launch_rope(context().stream, out, x, seq_len, theta, 1.0f, false);
+    launch_rope(context().stream, out, x, seq_len, 0, theta, 1.0f, false);
+}
+
+void CudaOps::rope_forward_at(Tensor& out, const Tensor& x, int64_t first_position, float theta) {
+    const OpTimer timer(*this, "rope_forward_at");
+    check_rope_forward_at(out, x, first_position);
+    if (x.dim(0) == 0) return;
+    check_rope_types("rope_forward_at", out, x, first_position + x.dim(0));
+    launch_rope(context().stream, out, x, x.dim(0), first_position, theta, 1.0f, false);
 }
 
 void CudaOps::rope_backward(Tensor& din, const Tensor& dout, int64_t seq_len, float theta) {
     const OpTimer timer(*this, "rope_backward");
     check_rope_backward(din, dout, seq_len);
     check_rope_types("rope_backward", din, dout, seq_len);
-    launch_rope(context().stream, din, dout, seq_len, theta, -1.0f, true);
+    launch_rope(context().stream, din, dout, seq_len, 0, theta, -1.0f, true);
 }
 
 }  // namespace nb::cuda

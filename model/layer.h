@@ -29,6 +29,7 @@
 namespace nb {
 
 class MoeObserver;  // model/moe_load.h
+class KvCache;      // model/kv_cache.h
 
 struct Microbatch {
     Tensor tokens;   // i32 [batch_size * seq_len], on the backend's device
@@ -88,6 +89,9 @@ struct LayerContext {
     TensorSet* grads;  // null for forward-only (evaluation)
     const Microbatch& batch;
     MoeObserver* moe = nullptr;  // told about each MoE dispatch (model/moe_load.h); null: nobody asks
+    // Decoding (model/kv_cache.h): the batch is one sequence of new tokens after the cache's; blocks read and extend
+    // the cache; forward only, with no stash.
+    KvCache* kv_cache = nullptr;
 };
 
 class Layer {

@@ -81,6 +81,17 @@ private:
 
 }  // namespace
 
+Tensor head_logits(Ops& ops, const ModelConfig& config, const ParamLayout& layout, const TensorSet& weights,
+                   const Tensor& x) {
+    const int64_t n = x.numel() / config.hidden_size;
+    Tensor rstd = ops.f32_output({n});
+    Tensor h = ops.output({n, config.hidden_size});
+    ops.rmsnorm_forward(h, rstd, x, weights[layout.index_of("final_norm.weight")], static_cast<float>(config.norm_eps));
+    Tensor logits = ops.output({n, config.vocab_size});
+    ops.linear_forward(logits, h, weights[layout.index_of(config.tie_embeddings ? "embedding.weight" : "lm_head.weight")]);
+    return logits;
+}
+
 std::unique_ptr<Layer> make_output_head(const ModelConfig& config, ParamLayout& layout) {
     return std::make_unique<OutputHead>(config, layout);
 }

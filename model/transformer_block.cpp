@@ -14,9 +14,11 @@
 // expert load reported apart, and the dispatch's span in --trace.
 #include <cmath>
 #include <memory>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "model/kv_cache.h"
 #include "model/layer.h"
 #include "model/moe_layer.h"
 #include "model/moe_load.h"
@@ -91,11 +93,17 @@ public:
         ops.linear_forward(v, h1, w[p_.wv]);
         Tensor q = ops.output({B, T, H, hd}), k = ops.output({B, T, KV, hd});
         Tensor q3 = q.reshaped({N, H, hd}), k3 = k.reshaped({N, KV, hd});
-        ops.rope_forward(q3, q_lin.reshaped({N, H, hd}), T, theta);
-        ops.rope_forward(k3, k_lin.reshaped({N, KV, hd}), T, theta);
         Tensor v4 = v.reshaped({B, T, KV, hd});
-        Tensor attn = ops.output({B, T, H, hd}), lse = ops.f32_output({B, H, T});
-        ops.attention_forward(attn, lse, q, k, v4);
+        Tensor attn = ops.output({B, T, H, hd}), lse;
+        if (ctx.kv_cache) {
+            if (stash) throw std::logic_error("a block's forward with a KV cache keeps no stash");
+            attend_with_cache(ctx, attn, q3, k3, q_lin, k_lin, v);
+        } else {
+            ops.rope_forward(q3, q_lin.reshaped({N, H, hd}), T, theta);
+            ops.rope_forward(k3, k_lin.reshaped({N, KV, hd}), T, theta);
+            lse = ops.f32_output({B, H, T});
+            ops.attention_forward(attn, lse, q, k, v4);
+        }
         Tensor attn2 = attn.reshaped({N, d});
         Tensor x1 = ops.copy_of(x);
         Tensor proj = ops.output({N, d});
@@ -133,6 +141,30 @@ public:
 
         if (saved) saved->gate = gate, saved->up = up, saved->act = selective ? Tensor{} : act;
         return x2;
+    }
+
+private:
+    // Decoding (model/kv_cache.h): the T new rows (one sequence) at positions L .. L+T-1 after the cache's L; their
+    // k and v join the cache, and the queries attend over all L+T keys.
+    void attend_with_cache(const LayerContext& ctx, Tensor& attn, Tensor& q3, Tensor& k3, const Tensor& q_lin,
+                           const Tensor& k_lin, const Tensor& v) const {
+        Ops& ops = ctx.ops;
+        KvCache& cache = *ctx.kv_cache;
+        const int64_t T = ctx.batch.rows(), L = cache.length(), H = c_.num_heads, KV = c_.num_kv_heads;
+        const int64_t hd = c_.head_dim();
+        const float theta = static_cast<float>(c_.rope_theta);
+        if (ctx.batch.batch_size != 1 || L + T > cache.capacity())
+            throw std::invalid_argument(fmt::format("{}: decoding takes one sequence within the cache's {} positions; "
+                                                    "got {} x {} tokens after {}",
+                                                    name(), cache.capacity(), ctx.batch.batch_size,
+                                                    ctx.batch.seq_len, L));
+        ops.rope_forward_at(q3, q_lin.reshaped({T, H, hd}), L, theta);
+        ops.rope_forward_at(k3, k_lin.reshaped({T, KV, hd}), L, theta);
+        Tensor k_new = cache.keys(index_, L, L + T), v_new = cache.values(index_, L, L + T);
+        ops.cast(k_new, k3);
+        ops.cast(v_new, v.reshaped({T, KV, hd}));
+        ops.attention_forward_cached(attn, q3.reshaped({1, T, H, hd}), cache.keys(index_, 0, L + T).reshaped({1, L + T, KV, hd}),
+                                     cache.values(index_, 0, L + T).reshaped({1, L + T, KV, hd}));
     }
 
 protected:

@@ -35,16 +35,19 @@ constexpr int64_t kTile = 64;  // query rows per tile
 
 struct AttnDims {
     int64_t B, T, H, KV, hd;
+    int64_t Tk = T;  // keys per sequence: T, or more when decoding with a cache (attention_forward_cached)
     int64_t group() const { return H / KV; }
     int64_t q_stride() const { return H * hd; }    // between consecutive tokens in q/out
     int64_t kv_stride() const { return KV * hd; }  // between consecutive tokens in k/v
     // Element offset of row 0 of head h (of H or KV heads) in batch b.
     int64_t q_offset(int64_t b, int64_t h) const { return b * T * H * hd + h * hd; }
-    int64_t kv_offset(int64_t b, int64_t h) const { return b * T * KV * hd + (h / group()) * hd; }
+    int64_t kv_offset(int64_t b, int64_t h) const { return b * Tk * KV * hd + (h / group()) * hd; }
 };
 
 // The problem size of q and k (after check_attention_forward or _backward).
-AttnDims dims_of(const Tensor& q, const Tensor& k) { return {q.dim(0), q.dim(1), q.dim(2), k.dim(2), q.dim(3)}; }
+AttnDims dims_of(const Tensor& q, const Tensor& k) {
+    return {q.dim(0), q.dim(1), q.dim(2), k.dim(2), q.dim(3), k.dim(1)};
+}
 
 float attention_scale(int64_t hd) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))); }
 
@@ -54,8 +57,8 @@ void scores(float* S, int64_t ld, const float* q, const float* k, int64_t m, int
     cpu::sgemm_one_tile(false, true, m, cols, d.hd, scale, q, d.q_stride(), k, d.kv_stride(), 0.0f, S, ld);
 }
 
-// Row softmax of the causal rows t = r0 .. r0+m-1 in place (columns j > t become 0); returns lse per row.
-// Max-subtracted exp in float; the normalizer is summed in double.
+// Row softmax of the causal rows at positions t = r0 .. r0+m-1 in place (columns j > t become 0); returns lse per
+// row. Max-subtracted exp in float; the normalizer is summed in double.
 void causal_softmax_rows(float* S, int64_t ld, int64_t r0, int64_t m, int64_t cols, float* lse_out) {
     for (int64_t i = 0; i < m; ++i) {
         float* row = S + i * ld;
@@ -82,6 +85,26 @@ void recompute_probs(float* S, int64_t ld, int64_t r0, int64_t m, int64_t cols, 
         for (int64_t j = 0; j < visible; ++j) row[j] = std::exp(row[j] - lse[i]);
         for (int64_t j = visible; j < cols; ++j) row[j] = 0.0f;
     }
+}
+
+// The forward's operands as raw pointers (checked by the caller).
+struct ForwardOperands {
+    const float *q, *k, *v;
+    float* out;
+};
+
+// Query rows [r0, r0 + m) of head h in batch b, at positions first + r0 .. with first = Tk - T (0 but when decoding
+// with a cache): S = scale Q K[0:cols]^T over the cols = first + r0 + m keys they may see, the causal softmax, and
+// O = P V[0:cols]; the rows' lse into lse_rows.
+void forward_tile(const ForwardOperands& t, const AttnDims& d, int64_t b, int64_t h, int64_t r0, float* lse_rows) {
+    const int64_t first = d.Tk - d.T;
+    const int64_t m = std::min(kTile, d.T - r0), cols = first + r0 + m;
+    std::vector<float> S(static_cast<size_t>(m * cols));
+    scores(S.data(), cols, t.q + d.q_offset(b, h) + r0 * d.q_stride(), t.k + d.kv_offset(b, h), m, cols, d,
+           attention_scale(d.hd));
+    causal_softmax_rows(S.data(), cols, first + r0, m, cols, lse_rows);
+    cpu::sgemm_one_tile(false, false, m, d.hd, cols, 1.0f, S.data(), cols, t.v + d.kv_offset(b, h), d.kv_stride(),
+                        0.0f, t.out + d.q_offset(b, h) + r0 * d.q_stride(), d.q_stride());
 }
 
 // The backward's operands as raw pointers (checked by check_attention_backward).
@@ -138,25 +161,28 @@ void CpuOps::attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const 
     check_attention_forward(out, lse, q, k, v);
     const AttnDims d = dims_of(q, k);
     if (d.B == 0 || d.T == 0) return;
-    const float scale = attention_scale(d.hd);
     const int64_t tiles = (d.T + kTile - 1) / kTile;
-    const float *qp = q.f32(), *kp = k.f32(), *vp = v.f32();
-    float* op = out.f32();
+    const ForwardOperands t{q.f32(), k.f32(), v.f32(), out.f32()};
     float* lp = lse.f32();
     cpu::parallel_for(d.B * d.H * tiles, [&](int64_t task) {
         const int64_t b = task / (d.H * tiles), h = (task / tiles) % d.H, r0 = (task % tiles) * kTile;
-        const float* qh = qp + d.q_offset(b, h);
-        const float* kh = kp + d.kv_offset(b, h);
-        const float* vh = vp + d.kv_offset(b, h);
-        float* oh = op + d.q_offset(b, h);
-        float* lh = lp + (b * d.H + h) * d.T;
-        const int64_t m = std::min(kTile, d.T - r0), cols = r0 + m;
-        std::vector<float> S(static_cast<size_t>(m * cols));
-        scores(S.data(), cols, qh + r0 * d.q_stride(), kh, m, cols, d, scale);
-        causal_softmax_rows(S.data(), cols, r0, m, cols, lh + r0);
-        // O[r0:r0+m] = P V[0:cols]
-        cpu::sgemm_one_tile(false, false, m, d.hd, cols, 1.0f, S.data(), cols, vh, d.kv_stride(), 0.0f,
-                            oh + r0 * d.q_stride(), d.q_stride());
+        forward_tile(t, d, b, h, r0, lp + (b * d.H + h) * d.T + r0);
+    });
+}
+
+// Decoding: the T new queries stand at positions Tk - T .. Tk - 1 of their sequence; the same tiles, each seeing
+// the keys up to its own last position. lse goes to a scratch row (generation keeps none).
+void CpuOps::attention_forward_cached(Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v) {
+    const OpTimer timer(*this, "attention_forward_cached");
+    check_attention_forward_cached(out, q, k, v);
+    const AttnDims d = dims_of(q, k);
+    if (d.B == 0 || d.T == 0) return;
+    const int64_t tiles = (d.T + kTile - 1) / kTile;
+    const ForwardOperands t{q.f32(), k.f32(), v.f32(), out.f32()};
+    cpu::parallel_for(d.B * d.H * tiles, [&](int64_t task) {
+        const int64_t b = task / (d.H * tiles), h = (task / tiles) % d.H, r0 = (task % tiles) * kTile;
+        std::vector<float> lse(static_cast<size_t>(kTile));
+        forward_tile(t, d, b, h, r0, lse.data());
     });
 }
 

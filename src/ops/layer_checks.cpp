@@ -154,6 +154,27 @@ void check_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
                         shape_string(dk.shape()), shape_string(dv.shape()), shape_string(k.shape())));
 }
 
+void check_rope_forward_at(const Tensor& out, const Tensor& x, int64_t first_position) {
+    if (first_position < 0)
+        throw std::invalid_argument(fmt::format("rope_forward_at: first_position {} is negative", first_position));
+    if (x.rank() == 3 && x.dim(0) > 0) check_rope("rope_forward_at", out, x, x.dim(0));
+    else check_rope("rope_forward_at", out, x, 1);
+}
+
+void check_attention_forward_cached(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v) {
+    bool ok = q.rank() == 4 && k.rank() == 4 && k.shape() == v.shape() && out.shape() == q.shape();
+    if (ok) {
+        ok = k.dim(0) == q.dim(0) && k.dim(1) >= q.dim(1) && k.dim(3) == q.dim(3) && k.dim(2) > 0 &&
+             q.dim(2) % k.dim(2) == 0 && q.dim(3) > 0;
+    }
+    if (!ok)
+        throw std::invalid_argument(
+            fmt::format("attention_forward_cached: expected q/out [B,Tq,H,hd], k/v [B,Tk,KV,hd] with Tk >= Tq, "
+                        "H % KV == 0 and hd > 0; got q {}, k {}, v {}, out {}",
+                        shape_string(q.shape()), shape_string(k.shape()), shape_string(v.shape()),
+                        shape_string(out.shape())));
+}
+
 void check_swiglu_forward(const Tensor& out, const Tensor& gate, const Tensor& up) {
     check_same("swiglu_forward", out, gate, up);
 }

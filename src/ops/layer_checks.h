@@ -41,6 +41,11 @@ void check_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
 void check_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
                               const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse);
 
+// ---- decoding: rope_forward_at's x/out as rope's with first_position >= 0; attention_forward_cached's q/out
+// [B,Tq,H,hd], k/v [B,Tk,KV,hd] with Tk >= Tq and H % KV == 0 ----
+void check_rope_forward_at(const Tensor& out, const Tensor& x, int64_t first_position);
+void check_attention_forward_cached(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v);
+
 // ---- SwiGLU: gate, up, out (and the gradients) of one shape ----
 void check_swiglu_forward(const Tensor& out, const Tensor& gate, const Tensor& up);
 void check_swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dout, const Tensor& gate,

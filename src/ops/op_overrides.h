@@ -20,6 +20,9 @@
     void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q, const Tensor& k,
                             const Tensor& v, const Tensor& out, const Tensor& lse) override;
 
+    void rope_forward_at(Tensor& out, const Tensor& x, int64_t first_position, float theta) override;
+    void attention_forward_cached(Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v) override;
+
     void swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up) override;
     void swiglu_backward(Tensor& dgate, Tensor& dup, const Tensor& dout, const Tensor& gate,
                          const Tensor& up) override;

@@ -120,6 +120,14 @@ public:
     virtual void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q,
                                     const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) = 0;
 
+    // ---- decoding with a KV cache (generation: model/kv_cache.h); no backward ----
+    // RoPE as rope_forward, on one sequence's rows x[N, heads, head_dim] at positions first_position + n.
+    virtual void rope_forward_at(Tensor& out, const Tensor& x, int64_t first_position, float theta) = 0;
+    // Causal attention of Tq new queries over Tk >= Tq keys, the cache's and their own: q/out [B,Tq,H,hd], k/v
+    // [B,Tk,KV,hd]; query i stands at position Tk - Tq + i and sees keys 0 .. Tk - Tq + i. Scale and grouping as
+    // attention_forward; with Tq = Tk the same attention (its lse is not kept).
+    virtual void attention_forward_cached(Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v) = 0;
+
     // ---- SwiGLU: out = silu(gate) * up, silu(z) = z / (1 + exp(-z)) ----
     virtual void swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up) = 0;
     virtual void swiglu_backward(Tensor& dgate, Tensor& dup, const Tensor& dout, const Tensor& gate,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "model/model_step.h"
+#include "model/output_head.h"
 #include "model/stage_model.h"
 #include "src/core/atomic_file.h"
 #include "src/core/error.h"
@@ -13,8 +14,8 @@ namespace nb {
 
 namespace {
 
-// The logits of `batch`: the blocks' output (a model cut before its head), then the final norm and the head's
-// product, as the head computes them before its loss (model/output_head.cpp).
+// The logits of `batch`: the blocks' output (a model cut before its head), then the head's norm and product
+// (model/output_head.h head_logits, what the head computes before its loss).
 Tensor logits_of(Ops& ops, const ModelConfig& model, const NamedWeights& weights, const std::string& source,
                  const Microbatch& batch) {
     const StageModel body(model, {0, model.num_layers, true, false});
@@ -24,15 +25,7 @@ Tensor logits_of(Ops& ops, const ModelConfig& model, const NamedWeights& weights
     const StageModel whole(model, whole_model_spec(model));
     const TensorSet all = make_compute_weights(ops, whole.layout(),
                                                weights_for_layout(whole.layout(), weights, source).to(ops.device()));
-    const int head_index = whole.layout().index_of(model.tie_embeddings ? "embedding.weight" : "lm_head.weight");
-    const int64_t n = batch.rows();
-    Tensor rstd = ops.f32_output({n});
-    Tensor h = ops.output({n, model.hidden_size});
-    ops.rmsnorm_forward(h, rstd, x, all[whole.layout().index_of("final_norm.weight")],
-                        static_cast<float>(model.norm_eps));
-    Tensor logits = ops.output({n, model.vocab_size});
-    ops.linear_forward(logits, h, all[head_index]);
-    return logits.to(Device::cpu);
+    return head_logits(ops, model, whole.layout(), all, x).to(Device::cpu);
 }
 
 void dump_first_logits(Ops& ops, const TrainOptions& o, BatchLoader& val, const NamedWeights& weights,
