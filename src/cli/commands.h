@@ -88,6 +88,8 @@ Command add_reference_command(CLI::App& app);
 // (src/cli/export_command.cpp, src/cli/eval_command.cpp).
 Command add_export_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
+// `tokenize`: a tokenizer.json's byte-level BPE on text or ids (src/cli/tokenize_command.cpp).
+Command add_tokenize_command(CLI::App& app);
 // `bench gpu`, a subcommand of `bench` (src/cli/bench_gpu_command.cpp).
 Command add_bench_gpu_command(CLI::App& bench);
 // `bench schedules`: tokens/s, bubble, activation memory and loss per schedule (src/cli/bench_schedules_command.cpp).
