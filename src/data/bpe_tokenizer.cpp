@@ -245,19 +245,19 @@ std::optional<int32_t> BpeTokenizer::token_id(std::string_view token) const {
 std::vector<int32_t> BpeTokenizer::merge_word(std::string_view word) const {
     std::vector<int32_t> symbols;
     symbols.reserve(word.size());
-    std::optional<int32_t> pending_unk;  // tokenizers' unk: held back so that fuse_unk can join the next one
+    int32_t pending_unk = -1;  // tokenizers' unk: held back so that fuse_unk can join the next one (-1: none)
     for (const char c : word) {
         const int32_t id = byte_ids_[static_cast<uint8_t>(c)];
         if (id >= 0) {
-            if (pending_unk) symbols.push_back(*pending_unk);
-            pending_unk.reset();
+            if (pending_unk >= 0) symbols.push_back(pending_unk);
+            pending_unk = -1;
             symbols.push_back(id);
         } else if (unk_id_) {
-            if (pending_unk && !fuse_unk_) symbols.push_back(*pending_unk);
-            pending_unk = unk_id_;
+            if (pending_unk >= 0 && !fuse_unk_) symbols.push_back(pending_unk);
+            pending_unk = *unk_id_;
         }  // else: no unk_token, the byte is dropped
     }
-    if (pending_unk) symbols.push_back(*pending_unk);
+    if (pending_unk >= 0) symbols.push_back(pending_unk);
     return merges_.merge_word(symbols);
 }
 

@@ -110,7 +110,7 @@ std::vector<std::string_view> split_digits(std::string_view text, DigitsSplit mo
     };
     for (size_t pos = 0; pos < text.size();) {
         const DecodedCodePoint d = decode_utf8_at(text, pos);
-        const bool number = is_unicode_number(d.cp);
+        const bool number = is_rust_numeric(d.cp);
         // A cut before a number that is its own word or starts a run, and before the first code point after a run.
         if ((number && (mode == DigitsSplit::individual || !in_number_run)) || (!number && in_number_run)) cut(pos);
         in_number_run = number;

@@ -2,9 +2,10 @@
 // of text is cut into the words that BPE then merges one at a time (src/data/bpe_tokenizer.h).
 //
 // Steps, in the order tokenizers runs them on each piece of text between added tokens:
-//   1. Digits (optional, any number of them): every \p{N} code point its own word (individual_digits = true) or every
-//      run of \p{N} one word (false); the text between is a word too. (tokenizers: char::is_numeric, Isolated or
-//      Contiguous.)
+//   1. Digits (optional, any number of them): every number its own word (individual_digits = true) or every run
+//      of numbers one word (false); the text between is a word too. A number is what Rust's char::is_numeric says
+//      (tokenizers calls it): \p{N} of Unicode 15, three sets of digits more than the regex's \p{N}
+//      (src/data/unicode_classes.h).
 //   2. ByteLevel, on each word of step 1:
 //      a. add_prefix_space: a word that does not start with ' ' gets one in front (so "Hello" and " Hello" encode
 //         alike at the start of a text);
@@ -39,7 +40,7 @@ struct ByteLevelPreTokenizer {
     void split(std::string_view text, std::vector<std::string>& words) const;
 };
 
-// Step 1: `text` cut before and after every \p{N} code point (individual) or run of them (contiguous); views into
+// Step 1: `text` cut before and after every number (is_rust_numeric) (individual) or run of them (contiguous); views into
 // text, none empty.
 std::vector<std::string_view> split_digits(std::string_view text, DigitsSplit mode);
 

@@ -224,6 +224,10 @@ constexpr CodePointRange kWhiteSpace[] = {
     {0x205F, 0x205F}, {0x3000, 0x3000},
 };
 
+constexpr CodePointRange kNumbersSince14[] = {
+    {0x11F50, 0x11F59}, {0x1D2C0, 0x1D2D3}, {0x1E4F0, 0x1E4F9},
+};
+
 // Whether cp lies in one of the sorted, disjoint ranges: the first range whose last >= cp must start at or before it.
 template <std::size_t N>
 bool in_ranges(const CodePointRange (&ranges)[N], char32_t cp) {
@@ -237,5 +241,6 @@ bool in_ranges(const CodePointRange (&ranges)[N], char32_t cp) {
 bool is_unicode_letter(char32_t cp) { return in_ranges(kLetters, cp); }
 bool is_unicode_number(char32_t cp) { return in_ranges(kNumbers, cp); }
 bool is_unicode_white_space(char32_t cp) { return in_ranges(kWhiteSpace, cp); }
+bool is_rust_numeric(char32_t cp) { return in_ranges(kNumbers, cp) || in_ranges(kNumbersSince14, cp); }
 
 }  // namespace nb

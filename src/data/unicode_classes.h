@@ -13,5 +13,7 @@ namespace nb {
 bool is_unicode_letter(char32_t cp);       // \p{L}
 bool is_unicode_number(char32_t cp);       // \p{N}
 bool is_unicode_white_space(char32_t cp);  // \s
+// Rust's char::is_numeric (Unicode 15): \p{N} and the numbers Unicode 15.0 added. The Digits pre-tokenizer's test.
+bool is_rust_numeric(char32_t cp);
 
 }  // namespace nb
