@@ -196,7 +196,8 @@ private:
 
     int32_t model_id(const std::string& token, const std::string& what) const {
         const auto it = tok_.token_ids_.find(token);
-        if (it == tok_.token_ids_.end()) refuse(fmt::format("{}: token '{}' is not in the vocab", what, printable(token)));
+        if (it == tok_.token_ids_.end())
+            refuse(fmt::format("{}: token '{}' is not in the vocab", what, printable(token)));
         return it->second;
     }
 

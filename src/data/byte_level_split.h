@@ -40,8 +40,8 @@ struct ByteLevelPreTokenizer {
     void split(std::string_view text, std::vector<std::string>& words) const;
 };
 
-// Step 1: `text` cut before and after every number (is_rust_numeric) (individual) or run of them (contiguous); views into
-// text, none empty.
+// Step 1: `text` cut before and after every number (is_rust_numeric; individual) or run of them (contiguous);
+// views into text, none empty.
 std::vector<std::string_view> split_digits(std::string_view text, DigitsSplit mode);
 
 // Step 2b: `text` cut by GPT-2's pattern; views into text, none empty.

@@ -167,7 +167,8 @@ def check_decode(nobubble, name, path, tok, seed):
     exact = name in ("corpus", "smollm")  # add_prefix_space puts a space before the text and after EOT
     if exact and out != text.encode():
         sys.exit(f"FAIL: {name}: decode(encode(text)) = {out!r}, not {text!r}")
-    print(f"{name}: 30 random id sequences decode as tokenizers; round trip {'exact' if exact else 'not checked (prefix space)'}")
+    round_trip = "exact" if exact else "not checked (prefix space)"
+    print(f"{name}: 30 random id sequences decode as tokenizers; round trip {round_trip}")
 
 
 def check_refused(nobubble, workdir, tokenizers):
