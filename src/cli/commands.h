@@ -90,6 +90,8 @@ Command add_export_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
 // `generate`: text from a checkpoint or folder with a KV cache (src/cli/generate_command.cpp).
 Command add_generate_command(CLI::App& app);
+// `tokenize`: a tokenizer.json's byte-level BPE on text or ids (src/cli/tokenize_command.cpp).
+Command add_tokenize_command(CLI::App& app);
 // `bench gpu`, a subcommand of `bench` (src/cli/bench_gpu_command.cpp).
 Command add_bench_gpu_command(CLI::App& bench);
 // `bench schedules`: tokens/s, bubble, activation memory and loss per schedule (src/cli/bench_schedules_command.cpp).

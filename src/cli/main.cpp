@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
                                          nb::cli::add_bench_command(app), nb::cli::add_schedule_command(app),
                                          nb::cli::add_reference_command(app), nb::cli::add_export_command(app),
                                          nb::cli::add_eval_command(app),
-                                         nb::cli::add_generate_command(app)};
+                                         nb::cli::add_generate_command(app), nb::cli::add_tokenize_command(app)};
     if (const auto error = subcommand_error(argc, argv, commands)) return fail(*error, nb::kExitUsage);
     try {
         std::vector<std::string> args = nb::cli::expand_config_file(app, std::vector<std::string>(argv, argv + argc));
