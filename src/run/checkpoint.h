@@ -23,6 +23,11 @@
 //                   (src/data/data_fingerprint.h). A resume takes the same files under any path and refuses a
 //                   changed one naming it, unless --allow-data-change (then the log says how it differs). A
 //                   checkpoint written before them has the paths as spelt in its identity, which must match.
+//   tokenizer       the run's tokenizer (src/data/tokenizer_file.h): {"sha256", "vocab_size"}, or null for none; the
+//                   step directory then holds its copy, tokenizer.json (listed with the files, written with the
+//                   manifest, before it). A resume compares it as it compares the data (another tokenizer, or one
+//                   where the checkpoint had none, or none where it had one, is refused naming both, unless
+//                   --allow-data-change); a checkpoint written before the field is checked against nothing.
 #pragma once
 
 #include <cstdint>
