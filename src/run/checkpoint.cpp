@@ -1,6 +1,7 @@
 #include "src/run/checkpoint.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -332,7 +333,10 @@ std::optional<SaveDirLock> claim_save_dir(const TrainOptions& options,
                                           const std::function<int64_t()>& checkpoint_bytes) {
     if (options.save_dir.empty()) return std::nullopt;
     for (const auto& [flag, path] : data_flags(options)) data_files_of(path);  // the data as the run begins
-    SaveDirLock lock = SaveDirLock::claim(options.save_dir, checkpoint_bytes(), peak_checkpoints(options));
+    std::error_code ec;  // each checkpoint also keeps the tokenizer's copy (a file that cannot be sized: 0)
+    const uintmax_t tokenizer = options.tokenizer ? std::filesystem::file_size(options.tokenizer->path, ec) : 0;
+    const int64_t bytes = checkpoint_bytes() + (ec ? 0 : static_cast<int64_t>(tokenizer));
+    SaveDirLock lock = SaveDirLock::claim(options.save_dir, bytes, peak_checkpoints(options));
     remove_stale_saves(options.save_dir, resume_source(options));
     return lock;
 }

@@ -59,7 +59,7 @@ struct SavedRun {
 
 // --save DIR before the first step (src/core/save_dir_lock.h): DIR created, locked for this run, room there for the
 // checkpoints of `checkpoint_bytes()` bytes (pipeline/stage/stage_memory.h estimate_checkpoint_bytes; estimated only
-// with --save) that it holds at its peak (--save-keep K: K + 1), and what killed saves left removed
+// with --save) and the tokenizer's copy that it holds at its peak (--save-keep K: K + 1), and what killed saves left removed
 // (src/core/checkpoint_dir.h remove_stale_saves); nb::UsageError naming DIR otherwise. The data files are
 // fingerprinted here, as the run begins. Nothing without --save. One process of a run holds it, until
 // the run ends: the plain loop, the in-process pipeline and the oracle their own; under mpirun rank 0 for the job
