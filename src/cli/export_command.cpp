@@ -41,13 +41,21 @@ int64_t parse_shard_size(const std::string& text) {
 }
 
 int run_export(const ExportFlags& f) {
-    const HfWriteOptions o{f.out, kHfExportDTypes.parse(f.dtype), parse_shard_size(f.max_shard_size)};
+    HfWriteOptions o{f.out, kHfExportDTypes.parse(f.dtype), parse_shard_size(f.max_shard_size)};
     ModelSource s = read_model_source("export", f.load, f.hf);
+    // The token ids: the flags, else the folder's own (--hf), else the tokenizer's <|endoftext|> (the id that
+    // delimits documents in the shards run/prepare_tokens.py writes).
+    if (s.tokenizer && s.tokenizer->eot_id) {
+        if (!s.config.bos_token_id) s.config.bos_token_id = *s.tokenizer->eot_id;
+        if (!s.config.eos_token_id) s.config.eos_token_id = *s.tokenizer->eot_id;
+    }
     if (f.bos_token_id) s.config.bos_token_id = *f.bos_token_id;
     if (f.eos_token_id) s.config.eos_token_id = *f.eos_token_id;
+    o.tokenizer = s.tokenizer;
     const int64_t bytes = write_hf_folder(s.config, s.weights, o);
-    fmt::print("exported {} to {}: LlamaForCausalLM, {} tensors in {}, {} of safetensors\n", s.name, f.out,
-               s.weights.size(), f.dtype, format_bytes(bytes));
+    fmt::print("exported {} to {}: LlamaForCausalLM, {} tensors in {}, {} of safetensors{}\n", s.name, f.out,
+               s.weights.size(), f.dtype, format_bytes(bytes),
+               s.tokenizer ? fmt::format(", tokenizer {} ({} ids)", s.tokenizer->path, s.tokenizer->vocab_size) : "");
     return 0;
 }
 
@@ -55,7 +63,8 @@ int run_export(const ExportFlags& f) {
 
 Command add_export_command(CLI::App& app) {
     auto* sub = app.add_subcommand("export", "Write a checkpoint as a Hugging Face LlamaForCausalLM folder "
-                                             "(config.json, safetensors, generation_config.json)");
+                                             "(config.json, safetensors, generation_config.json; the tokenizer's "
+                                             "files where it has one)");
     auto flags = std::make_shared<ExportFlags>();
     sub->add_option("--load", flags->load, "The checkpoint: DIR (its newest complete one) or DIR/step_<t>");
     sub->add_option("--hf", flags->hf, "Or a Hugging Face Llama folder, written again (e.g. in another --dtype)");
@@ -66,8 +75,12 @@ Command add_export_command(CLI::App& app) {
     sub->add_option("--max-shard-size", flags->max_shard_size,
                     "Above this, sharded files and model.safetensors.index.json, as transformers (5GB, 2GiB, ...)")
         ->capture_default_str();
-    sub->add_option("--bos-token-id", flags->bos_token_id, "The tokenizer's beginning-of-sequence id, for config.json");
-    sub->add_option("--eos-token-id", flags->eos_token_id, "The tokenizer's end-of-sequence id, for config.json");
+    sub->add_option("--bos-token-id", flags->bos_token_id,
+                    "The tokenizer's beginning-of-sequence id, for config.json (default: the folder's, else the "
+                    "tokenizer's <|endoftext|>)");
+    sub->add_option("--eos-token-id", flags->eos_token_id,
+                    "The tokenizer's end-of-sequence id, for config.json (default: the folder's, else the tokenizer's "
+                    "<|endoftext|>)");
     return {sub, [flags] { return run_export(*flags); }};
 }
 

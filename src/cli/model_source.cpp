@@ -1,5 +1,7 @@
 #include "src/cli/model_source.h"
 
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "src/core/error.h"
@@ -23,11 +25,14 @@ ModelSource read_model_source(const std::string& command, const std::string& loa
         s.weights = std::move(saved.weights);
         s.name = saved.step_dir;
         s.seq_length = saved.seq_length;
+        s.tokenizer = std::move(saved.tokenizer);
     } else {
         HfModel folder = read_hf_folder(hf);
         s.config = folder.config;
         s.weights = std::move(folder.weights);
         s.name = hf;
+        const std::string tokenizer = hf + "/" + kTokenizerFileName;
+        if (std::filesystem::exists(tokenizer)) s.tokenizer = read_tokenizer_file(tokenizer);
     }
     return s;
 }

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "model/hf_config.h"
 #include "model/named_weights.h"
+#include "src/data/tokenizer_file.h"
 
 namespace nb::cli {
 
@@ -15,6 +17,9 @@ struct ModelSource {
     NamedWeights weights;   // our names, f32
     std::string name;       // the step directory or the folder
     int64_t seq_length = 0; // a checkpoint's --seq-length (0 for a folder)
+    // The tokenizer that goes with the model (src/data/tokenizer_file.h): a checkpoint's copy of its run's
+    // (STEP_DIR/tokenizer.json), or the folder's DIR/tokenizer.json; none where there is none.
+    std::optional<TokenizerFile> tokenizer;
 };
 
 // UsageError naming `command` unless exactly one of `load` and `hf` is given, or under mpirun with more than one

@@ -9,6 +9,7 @@
 #include "optim/optimizer_registry.h"
 #include "src/cli/init_from_hf.h"
 #include "src/core/error.h"
+#include "src/data/tokenizer_file.h"
 #include "src/run/backend.h"
 
 namespace nb::cli {
@@ -46,6 +47,9 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
         ->capture_default_str();
     sub.add_option("--data", o.data_path, "Training data: a text file (bytes, vocab 256) or llm.c shards *.bin (glob)");
     sub.add_option("--val-data", o.val_data_path, "Validation data (same formats); default: hold back --val-fraction");
+    sub.add_option("--tokenizer", f.tokenizer,
+                   "The tokenizer.json that made --data's ids (default: the one beside llm.c shards, if there); "
+                   "checkpoints record it and keep a copy, export writes it for AutoTokenizer");
     sub.add_option("--val-fraction", o.val_fraction, "Fraction of --data windows held back for validation")
         ->capture_default_str();
     add_shape_flags(sub, f.shape,
@@ -178,6 +182,8 @@ TrainOptions resolve_train_flags(const TrainFlags& f) {
     o.recompute.granularity = parse_recompute_granularity(f.recompute_granularity);
     o.recompute.method = parse_recompute_method(f.recompute_method);
     o.kill_during = parse_kill_point(f.kill_during);
+    o.tokenizer = tokenizer_of_data(f.tokenizer, o.data_path);
+    o.tokenizer_given = !f.tokenizer.empty();
     resolve_cut_flags(f.cut, o);
     return o;
 }

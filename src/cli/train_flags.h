@@ -20,6 +20,7 @@ struct TrainFlags {
     std::string delay_fix = "none";
     std::string recompute_granularity = "none";
     std::string recompute_method = "uniform";
+    std::string tokenizer;   // --tokenizer FILE as typed (empty: the one beside the shards, if any)
     std::string kill_during = "forward";  // test-only
     int64_t host_memory_limit_bytes = 0;  // test-only: --host-memory-limit (src/core/host_allocator.h)
     RunShape shape;          // --micro-batch-size, --num-microbatches, --seq-length, --stages, ...

@@ -229,12 +229,16 @@ std::vector<std::string> token_file_paths(const std::string& path_or_glob) {
     return matches;
 }
 
+TokenFormat token_format_of(const std::string& path_or_glob) {
+    return has_glob_chars(path_or_glob) || ends_with_bin(path_or_glob) ? TokenFormat::llmc_shard
+                                                                       : TokenFormat::text_bytes;
+}
+
 TokenCorpus TokenCorpus::open(const std::string& path_or_glob) {
     TokenCorpus c;
     c.source_ = path_or_glob;
     const std::vector<std::string> paths = token_file_paths(path_or_glob);
-    c.format_ = has_glob_chars(path_or_glob) || ends_with_bin(path_or_glob) ? TokenFormat::llmc_shard
-                                                                            : TokenFormat::text_bytes;
+    c.format_ = token_format_of(path_or_glob);
     if (c.format_ == TokenFormat::llmc_shard) raise_open_file_limit();
     for (const std::string& path : paths)
         c.files_.push_back(c.format_ == TokenFormat::llmc_shard ? TokenFile::open_llmc_shard(path)

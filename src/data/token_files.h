@@ -61,6 +61,9 @@ private:
 // nb::RuntimeError when none matches).
 std::vector<std::string> token_file_paths(const std::string& path_or_glob);
 
+// The format `path_or_glob` names by the path rules above (a glob or a `.bin` path: llm.c shards; else text bytes).
+TokenFormat token_format_of(const std::string& path_or_glob);
+
 // One or more token files, in order.
 class TokenCorpus {
 public:

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "src/core/error.h"
+#include "src/data/token_files.h"
 #include "src/plan/pipeline_cut.h"
 #include "src/plan/run_shape.h"
 
@@ -43,6 +44,22 @@ void check_each_flag(const TrainOptions& o, int64_t optimizer_steps) {
     o.lr.validate(optimizer_steps);
     o.optimizer.validate();
     o.delay_fix.validate();
+}
+
+// The tokenizer (--tokenizer, or the one beside the shards) names ids the model must have: a larger model vocabulary
+// is allowed (padded, as Megatron pads it to a multiple), a smaller one is not. Byte text needs none.
+void check_tokenizer(const TrainOptions& o) {
+    if (!o.tokenizer) return;
+    const std::string& path = o.tokenizer->path;
+    const std::string which = o.tokenizer_given ? fmt::format("--tokenizer {}", path)
+                                                : fmt::format("the tokenizer {} beside the --data shards", path);
+    if (token_format_of(o.data_path) == TokenFormat::text_bytes)
+        throw UsageError(fmt::format("--tokenizer {} goes with llm.c shards (--data *.bin): --data '{}' is byte text, "
+                                     "its tokens are its bytes",
+                                     o.tokenizer->path, o.data_path));
+    if (o.tokenizer->vocab_size > o.model.vocab_size)
+        throw UsageError(fmt::format("{} has {} ids but the model's vocab_size is {}: set --vocab-size {}", which,
+                                     o.tokenizer->vocab_size, o.model.vocab_size, o.tokenizer->vocab_size));
 }
 
 // docs/DESIGN.md section 2: synchronous schedules clip by the global norm, asynchronous ones each stage by its own.
@@ -154,6 +171,7 @@ RunPlan make_run_plan(const TrainOptions& o, const StageFits& fits) {
     check_run_length(o);  // before anything multiplies the counts
     const bool counts_ok = o.train_iters > 0 && o.num_microbatches > 0;
     check_each_flag(o, counts_ok ? plan.optimizer_steps() : o.train_iters);
+    check_tokenizer(o);
     plan.schedule.validate();  // 2bw with m < P; the synchronous steps' counts
     check_clip_scope(o);
     check_delay_mitigations(o);

@@ -26,8 +26,9 @@ struct RunPlan {
 // order: each flag's own range (first the run's shape, check_run_shape: B, m, T, P, D, V >= 1, as `train` checks
 // it before it fits the stages to the MPI ranks; then the model's shape, --data, the other sizes and counts, the LR
 // schedule counted in optimizer steps, which pipedream makes m per iteration, the optimizer's hyperparameters,
-// --taylor-lambda); the schedule's size (2bw needs m >= P; --sync-start/--sync-cooldown >= 0 and together at most
-// the optimizer steps); a --clip-scope that fits the schedule; the mitigations
+// --taylor-lambda); the tokenizer (with llm.c shards only, its ids within the model's --vocab-size); the schedule's
+// size (2bw needs m >= P; --sync-start/--sync-cooldown >= 0 and together at most the optimizer steps); a
+// --clip-scope that fits the schedule; the mitigations
 // (--delay-fix ef/taylor with 2bw only, --sync-start/--sync-cooldown with 2bw or pipedream only); the test-only
 // fault flags; last the cut (choose_pipeline_cut, its stages within `fits`: --stages at most the layers, a
 // --pipeline-layout that matches), so that a bad flag is said before the cut asks what memory there is.

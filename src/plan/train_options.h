@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "model/recompute.h"
 #include "src/core/name_table.h"
 #include "src/core/tensor.h"
+#include "src/data/tokenizer_file.h"
 #include "optim/delay_fix.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_config.h"
@@ -65,6 +67,11 @@ struct TrainOptions {
     std::string data_path;          // --data: text file (bytes) or llm.c shards (*.bin, glob)
     std::string val_data_path;      // --val-data: optional separate validation corpus
     double val_fraction = 0.1;      // --val-fraction: held back from --data when --val-data is absent
+    // The tokenizer that made --data's ids (src/data/tokenizer_file.h), read once at the command line: --tokenizer
+    // FILE (`tokenizer_given`), or the tokenizer.json beside llm.c shards; none for byte text. A checkpoint records
+    // it and keeps a copy (src/run/checkpoint.h).
+    std::optional<TokenizerFile> tokenizer = {};
+    bool tokenizer_given = false;
     int64_t micro_batch_size = 8;   // --micro-batch-size
     int64_t num_microbatches = 1;   // --num-microbatches (gradient accumulation steps)
     int64_t seq_length = 256;       // --seq-length

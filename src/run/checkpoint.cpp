@@ -1,6 +1,7 @@
 #include "src/run/checkpoint.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "pipeline/stage/fault_injection.h"
 #include "pipeline/stage/stage_checkpoint.h"
 #include "src/data/data_fingerprint.h"
+#include "src/data/tokenizer_file.h"
 
 namespace nb {
 
@@ -103,6 +105,18 @@ std::string data_files_json(const TrainOptions& options) {
     return "{" + out + "}";
 }
 
+// The tokenizer's identity, or null for a run without one (an older checkpoint has no field at all).
+std::string tokenizer_json(const std::optional<TokenizerFile>& tokenizer) {
+    if (!tokenizer) return "null";
+    return fmt::format("{{\"sha256\": {}, \"vocab_size\": {}}}", json_quote(tokenizer->sha256), tokenizer->vocab_size);
+}
+
+// The run's tokenizer.json, copied into the checkpoint being staged in `staging_dir`: the bytes the run began with
+// (their sha256 is its identity; nb::RuntimeError naming the file where it changed since).
+CheckpointEntry copy_tokenizer(const TokenizerFile& tokenizer, const std::string& staging_dir) {
+    return write_checkpoint_file(staging_dir, kTokenizerFileName, read_tokenizer_bytes(tokenizer));
+}
+
 std::string run_json(const TrainOptions& options, const SavedRun& saved) {
     std::string id;
     for (const auto& [key, value] : identity_of(options))
@@ -116,9 +130,9 @@ std::string run_json(const TrainOptions& options, const SavedRun& saved) {
         "{{\n    \"program\": {},\n    \"identity\": {{{}\n    }},\n    \"stages\": {},\n    \"cut\": {},\n"
         "    \"steps_taken\": {},\n    \"data\": {{\"epoch\": {}, \"index\": {}}},\n"
         "    \"rng\": {{\"seed\": {}, \"data_order_epoch\": {}}},\n    \"elapsed_s\": {:.6f},\n"
-        "    \"data_files\": {}\n  }}",
+        "    \"data_files\": {},\n    \"tokenizer\": {}\n  }}",
         json_quote(kProgramVersion), id, saved.cut.size(), cut, steps, saved.data.epoch, saved.data.index,
-        options.seed, saved.data.epoch, saved.elapsed_s, data_files_json(options));
+        options.seed, saved.data.epoch, saved.elapsed_s, data_files_json(options), tokenizer_json(options.tokenizer));
 }
 
 // The saved identity against this run's: the first field that differs, with both values.
@@ -186,6 +200,38 @@ void check_data(const Json& run, const TrainOptions& options, const std::string&
                                                       flag, now[i].path, how), notes);
         }
     }
+}
+
+// "'PATH' (N ids, sha256 0123456789ab...)" for the lines below.
+std::string describe_tokenizer(const std::string& path, int64_t vocab_size, const std::string& sha256) {
+    return fmt::format("'{}' ({} ids, sha256 {}...)", path, vocab_size, sha256.substr(0, 12));
+}
+
+// The tokenizer against the checkpoint's, by the data's rule (check_data): a difference (another file, one where
+// the checkpoint had none, or none where it had one) is refused naming both, unless --allow-data-change. A
+// checkpoint written before tokenizers were recorded (no "tokenizer" field) is checked against nothing.
+void check_tokenizer(const Json& run, const TrainOptions& options, const std::string& step_dir,
+                     const std::string& source, std::vector<std::string>& notes) {
+    const auto it = run.find("tokenizer");
+    if (it == run.end()) return;
+    const std::optional<TokenizerFile>& now = options.tokenizer;
+    const std::string ours = now ? "this run's tokenizer " + describe_tokenizer(now->path, now->vocab_size,
+                                                                                now->sha256)
+                                 : "this run has no tokenizer (no --tokenizer, no tokenizer.json beside the --data "
+                                   "shards)";
+    if (it->is_null()) {
+        if (now) data_differs(options, source, ours + ", the checkpoint was saved without one", notes);
+        return;
+    }
+    const Json& saved = json_object(*it, source, "tokenizer");
+    const std::string& sha256 = json_string(json_at(saved, "sha256", source), source, "tokenizer.sha256");
+    const int64_t vocab_size = json_int64(json_at(saved, "vocab_size", source), source, "tokenizer.vocab_size");
+    if (now && now->sha256 == sha256) return;
+    const std::string theirs = describe_tokenizer(step_dir + "/" + kTokenizerFileName, vocab_size, sha256);
+    data_differs(options, source,
+                 now ? fmt::format("{} is not the checkpoint's {}", ours, theirs)
+                     : fmt::format("{}, the checkpoint was saved with {}", ours, theirs),
+                 notes);
 }
 
 int64_t int_field(const Json& o, const char* key, const std::string& source) {
@@ -287,7 +333,10 @@ std::optional<SaveDirLock> claim_save_dir(const TrainOptions& options,
                                           const std::function<int64_t()>& checkpoint_bytes) {
     if (options.save_dir.empty()) return std::nullopt;
     for (const auto& [flag, path] : data_flags(options)) data_files_of(path);  // the data as the run begins
-    SaveDirLock lock = SaveDirLock::claim(options.save_dir, checkpoint_bytes(), peak_checkpoints(options));
+    std::error_code ec;  // each checkpoint also keeps the tokenizer's copy (a file that cannot be sized: 0)
+    const uintmax_t tokenizer = options.tokenizer ? std::filesystem::file_size(options.tokenizer->path, ec) : 0;
+    const int64_t bytes = checkpoint_bytes() + (ec ? 0 : static_cast<int64_t>(tokenizer));
+    SaveDirLock lock = SaveDirLock::claim(options.save_dir, bytes, peak_checkpoints(options));
     remove_stale_saves(options.save_dir, resume_source(options));
     return lock;
 }
@@ -295,11 +344,13 @@ std::optional<SaveDirLock> claim_save_dir(const TrainOptions& options,
 void complete_checkpoint(const TrainOptions& options, const std::string& staging_dir,
                          const std::vector<CheckpointEntry>& entries, const SavedRun& saved, std::FILE* log) {
     const SaveStepHook kill_point = kill_point_of(options, saved.step);
-    const std::string step_dir = write_manifest(staging_dir, saved.step, entries, run_json(options, saved), kill_point);
+    std::vector<CheckpointEntry> files = entries;
+    if (options.tokenizer) files.push_back(copy_tokenizer(*options.tokenizer, staging_dir));  // before the manifest
+    const std::string step_dir = write_manifest(staging_dir, saved.step, files, run_json(options, saved), kill_point);
     settle_complete_staging(options.save_dir);  // the one this run resumed from, where a switch was killed
     if (options.save_keep > 0) prune_checkpoints(options.save_dir, options.save_keep, kill_point);
     int64_t bytes = 0;
-    for (const CheckpointEntry& e : entries) bytes += e.bytes;
+    for (const CheckpointEntry& e : files) bytes += e.bytes;
     fmt::print(log, "saved checkpoint {} ({} bytes)\n", step_dir, bytes);
     std::fflush(log);
 }
@@ -312,6 +363,7 @@ ResumePoint read_resume_point(const TrainOptions& options, const std::vector<Sta
     check_identity(json_object(json_at(run, "identity", source), source, "identity"), options, source);
     ResumePoint r{c.step_dir, c.format, read_saved_run(c, source), {}};
     check_data(run, options, source, r.notes);
+    check_tokenizer(run, options, c.step_dir, source, r.notes);
     check_stage_count(options, r.saved, cut, source);
     if (r.saved.step < 0 || r.saved.step > options.train_iters)
         throw RuntimeError(fmt::format("'{}': field 'step' is {}, outside this run's {} iterations", source,

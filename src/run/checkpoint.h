@@ -23,6 +23,11 @@
 //                   (src/data/data_fingerprint.h). A resume takes the same files under any path and refuses a
 //                   changed one naming it, unless --allow-data-change (then the log says how it differs). A
 //                   checkpoint written before them has the paths as spelt in its identity, which must match.
+//   tokenizer       the run's tokenizer (src/data/tokenizer_file.h): {"sha256", "vocab_size"}, or null for none; the
+//                   step directory then holds its copy, tokenizer.json (listed with the files, written with the
+//                   manifest, before it). A resume compares it as it compares the data (another tokenizer, or one
+//                   where the checkpoint had none, or none where it had one, is refused naming both, unless
+//                   --allow-data-change); a checkpoint written before the field is checked against nothing.
 #pragma once
 
 #include <cstdint>
@@ -54,7 +59,7 @@ struct SavedRun {
 
 // --save DIR before the first step (src/core/save_dir_lock.h): DIR created, locked for this run, room there for the
 // checkpoints of `checkpoint_bytes()` bytes (pipeline/stage/stage_memory.h estimate_checkpoint_bytes; estimated only
-// with --save) that it holds at its peak (--save-keep K: K + 1), and what killed saves left removed
+// with --save) and the tokenizer's copy that it holds at its peak (--save-keep K: K + 1), and what killed saves left removed
 // (src/core/checkpoint_dir.h remove_stale_saves); nb::UsageError naming DIR otherwise. The data files are
 // fingerprinted here, as the run begins. Nothing without --save. One process of a run holds it, until
 // the run ends: the plain loop, the in-process pipeline and the oracle their own; under mpirun rank 0 for the job

@@ -20,6 +20,7 @@
 #include "src/core/error.h"
 #include "src/core/json_reader.h"
 #include "src/core/safetensors.h"
+#include "src/run/hf_tokenizer.h"
 
 namespace nb {
 
@@ -249,6 +250,9 @@ int64_t write_hf_folder(const HfModelConfig& config, const NamedWeights& weights
         const int64_t bytes = write_tensor_files(tensors, o.max_shard_bytes, tmp);
         write_file_atomically(tmp + "/config.json", hf_config_json(written));
         write_file_atomically(tmp + "/generation_config.json", hf_generation_config_json(written));
+        if (o.tokenizer)
+            for (const auto& [name, bytes] : hf_tokenizer_files(*o.tokenizer, config.max_position_embeddings))
+                write_file_atomically(tmp + "/" + name, bytes);
         sync_directory(tmp);
         rename_or_throw(tmp, out.string());
         sync_directory(out.has_parent_path() ? out.parent_path().string() : ".");

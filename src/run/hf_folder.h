@@ -7,15 +7,19 @@
 //                                 and model.safetensors.index.json ({"metadata": {"total_size"}, "weight_map"}),
 //                                 cut as transformers' save_pretrained cuts (a tensor starts a new shard where it
 //                                 would pass the size, in model order)
+//   tokenizer.json, tokenizer_config.json, special_tokens_map.json
+//                                 where the model has a tokenizer (src/run/hf_tokenizer.h)
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "model/hf_config.h"
 #include "model/named_weights.h"
 #include "src/core/name_table.h"
 #include "src/core/tensor.h"
+#include "src/data/tokenizer_file.h"
 
 namespace nb {
 
@@ -29,6 +33,7 @@ struct HfWriteOptions {
     std::string out_dir;                        // must not exist; written as OUT.tmp.<pid>, then renamed
     DType dtype = DType::f32;                   // f32, or bf16 (rounded to nearest even, as torch's .to())
     int64_t max_shard_bytes = 5'000'000'000;    // transformers' default "5GB"
+    std::optional<TokenizerFile> tokenizer = {};  // its files written too (model_max_length: the config's positions)
 };
 
 // Writes the folder of `config.model` with `weights` (every parameter of the whole model, f32 on the host); returns

@@ -80,6 +80,26 @@ void add_stage_weights(const ResumePoint& resume, size_t s, NamedWeights& out) {
     }
 }
 
+// The manifest's "tokenizer" (an object where the run had one) and the copy beside it, which must be that file.
+std::optional<TokenizerFile> saved_tokenizer(const Json& run, const std::string& step_dir, const std::string& source) {
+    const auto it = run.find("tokenizer");
+    if (it == run.end() || it->is_null()) return std::nullopt;
+    const Json& saved = json_object(*it, source, "tokenizer");
+    const std::string& sha256 = json_string(json_at(saved, "sha256", source), source, "tokenizer.sha256");
+    const std::string path = step_dir + "/" + kTokenizerFileName;
+    TokenizerFile copy;
+    try {
+        copy = read_tokenizer_file(path);
+    } catch (const UsageError& e) {
+        throw RuntimeError(fmt::format("'{}': field 'tokenizer' names a tokenizer, its copy is not there as it was "
+                                       "saved: {}", source, e.what()));
+    }
+    if (copy.sha256 != sha256)
+        throw RuntimeError(fmt::format("'{}': its sha256 differs from the manifest's field 'tokenizer.sha256' "
+                                       "(damaged)", path));
+    return copy;
+}
+
 }  // namespace
 
 SavedModel read_saved_model(const std::string& load_path) {
@@ -91,6 +111,7 @@ SavedModel read_saved_model(const std::string& load_path) {
     out.model = model_of(identity, source);
     out.seq_length = identity_int(identity, "seq_length", source);
     for (size_t s = 0; s < saved.resume.saved.cut.size(); ++s) add_stage_weights(saved.resume, s, out.weights);
+    out.tokenizer = saved_tokenizer(saved.run, out.step_dir, source);
     return out;
 }
 

@@ -6,10 +6,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "model/config.h"
 #include "model/named_weights.h"
+#include "src/data/tokenizer_file.h"
 
 namespace nb {
 
@@ -18,10 +20,14 @@ struct SavedModel {
     ModelConfig model;
     int64_t seq_length = 0;  // the run's --seq-length
     NamedWeights weights;    // our parameter names (a tied head's copy on the last stage: once)
+    // The checkpoint's copy of the run's tokenizer (STEP_DIR/tokenizer.json, checked against the manifest's
+    // "tokenizer" identity); none where the run had none or the checkpoint is older than the field.
+    std::optional<TokenizerFile> tokenizer;
 };
 
 // `load_path` (DIR, its newest complete checkpoint, or DIR/step_<t>). nb::RuntimeError naming the manifest or file
-// for what is missing or damaged, and for a tied matrix whose two copies (first and last stage) differ.
+// for what is missing or damaged (the tokenizer's copy too), and for a tied matrix whose two copies (first and last
+// stage) differ.
 SavedModel read_saved_model(const std::string& load_path);
 
 }  // namespace nb
