@@ -1,6 +1,7 @@
 // `nobubble generate`: text from a checkpoint (--load; a pipeline's stages gathered into one process) or a Hugging
-// Face folder (--hf), decoded one token at a time with a KV cache (src/run/generator.h). A model without a
-// tokenizer reads and writes bytes: the prompt's bytes are its ids and each new id is one byte.
+// Face folder (--hf), decoded one token at a time with a KV cache (src/run/generator.h). The text goes through
+// the model's tokenizer (the checkpoint's copy, the folder's tokenizer.json, or --tokenizer), or is bytes where it
+// has none (src/run/text_codec.h); generation stops after "<|endoftext|>" unless --ignore-eos.
 // stdout: the prompt and its continuation as text (--print-ids: the new ids on a line after it); stderr: one line
 // of prefill and decode tokens/s.
 #include <cstdio>
@@ -14,43 +15,36 @@
 #include "src/core/error.h"
 #include "src/run/backend.h"
 #include "src/run/generator.h"
+#include "src/run/text_codec.h"
 
 namespace nb::cli {
 
 namespace {
 
 struct GenerateFlags {
-    std::string load, hf, device = "cpu", prompt;
+    std::string load, hf, device = "cpu", prompt, tokenizer;
     int64_t max_new_tokens = 50;
     SamplingOptions sampling;
-    bool print_ids = false;
+    bool print_ids = false, ignore_eos = false;
 };
-
-// Bytes as ids, and back: a model without a tokenizer (vocabulary 256: every byte its own token). An id past 255
-// (a larger vocabulary with no tokenizer) is shown as <|id|>.
-std::vector<int32_t> encode_bytes(const std::string& text) {
-    return {reinterpret_cast<const unsigned char*>(text.data()),
-            reinterpret_cast<const unsigned char*>(text.data()) + text.size()};
-}
-std::string decode_bytes(const std::vector<int32_t>& ids) {
-    std::string out;
-    for (int32_t id : ids) out += id < 256 ? std::string(1, static_cast<char>(id)) : fmt::format("<|{}|>", id);
-    return out;
-}
 
 int run_generate(const GenerateFlags& f) {
     check_sampling_options(f.sampling);
     const ModelSource m = read_model_source("generate", f.load, f.hf);
+    const TextCodec codec = TextCodec::for_model(f.tokenizer.empty() ? m.tokenizer
+                                                                     : std::optional(read_tokenizer_file(f.tokenizer)),
+                                                 m.config.model.vocab_size);
     const int64_t max_positions = m.seq_length > 0 ? m.seq_length : m.config.max_position_embeddings;
     std::unique_ptr<Ops> ops = make_ops(parse_device(f.device));
     Generator generator(*ops, m.config.model, m.weights, m.name, max_positions);
     GenerationRequest request;
-    request.prompt = encode_bytes(f.prompt);
+    request.prompt = codec.encode(f.prompt);
+    if (!f.ignore_eos) request.stop_token = codec.end_of_text();
     request.max_new_tokens = f.max_new_tokens;
     request.sampling = f.sampling;
     GenerationTimes t;
     const std::vector<int32_t> ids = generator.generate(request, &t);
-    fmt::print("{}{}\n", f.prompt, decode_bytes(ids));
+    fmt::print("{}{}\n", f.prompt, codec.decode(ids));
     if (f.print_ids) fmt::print("ids: {}\n", fmt::join(ids, " "));
     std::fflush(stdout);
     fmt::print(stderr, "generate: {} prompt tokens in {:.3f} s ({:.1f} tokens/s), {} decode steps in {:.3f} s "
@@ -81,6 +75,8 @@ Command add_generate_command(CLI::App& app) {
                                                       "reaches P (1: all)")
         ->capture_default_str();
     add_seed_flag(*sub, flags->sampling.seed, "The sampling's seed: the same seed, the same text");
+    sub->add_option("--tokenizer", flags->tokenizer, "A tokenizer.json in place of the model's own");
+    sub->add_flag("--ignore-eos", flags->ignore_eos, "Do not stop at <|endoftext|>: always --max-new-tokens tokens");
     sub->add_flag("--print-ids", flags->print_ids, "Also print the new token ids, on a line 'ids: ...'");
     return {sub, [flags] { return run_generate(*flags); }};
 }
