@@ -117,6 +117,14 @@ void add_train_flags(CLI::App& sub, TrainFlags& f) {
         ->capture_default_str();
     sub.add_option("--eval-iters", o.eval_iters, "Validation iterations (each num-microbatches microbatches)")
         ->capture_default_str();
+    sub.add_option("--sample-interval", o.sample_interval,
+                   "Every N iterations, after evaluation, print a sample of the model's text and add it to --metrics "
+                   "(0: never; one process only)")
+        ->capture_default_str();
+    sub.add_option("--sample-prompt", o.sample_prompt,
+                   "The text a sample continues (default: from <|endoftext|>, or a newline for a byte model)");
+    sub.add_option("--sample-tokens", o.sample_tokens, "Tokens per sample (sampled at temperature 1, seeded by --seed)")
+        ->capture_default_str();
     sub.add_option("--log-interval", o.log_interval, "Print a progress line every N iterations")->capture_default_str();
     sub.add_option("--metrics", o.metrics_path, "Append one JSON object per iteration to this file");
     sub.add_option("--save", o.save_dir,

@@ -37,6 +37,14 @@ void check_each_flag(const TrainOptions& o, int64_t optimizer_steps) {
     require_positive_flag(o.log_interval, "--log-interval");
     if (o.eval_interval < 0) throw UsageError(fmt::format("--eval-interval must be >= 0, got {}", o.eval_interval));
     if (o.eval_iters < 0) throw UsageError(fmt::format("--eval-iters must be >= 0, got {}", o.eval_iters));
+    if (o.sample_interval < 0)
+        throw UsageError(fmt::format("--sample-interval must be >= 0, got {}", o.sample_interval));
+    if (o.sample_interval > 0 && o.sample_tokens <= 0)
+        throw UsageError(fmt::format("--sample-tokens must be positive, got {}", o.sample_tokens));
+    if (o.sample_interval > 0 && (o.stages > 1 || o.data_parallel_size > 1 || is_asynchronous(o.schedule)))
+        throw UsageError("--sample-interval: samples are drawn where one process holds the whole model (--stages 1, "
+                         "--data-parallel-size 1, a synchronous schedule); from a pipeline run, generate from its "
+                         "checkpoints: nobubble generate --load DIR");
     if (!(o.clip_grad >= 0) || !std::isfinite(o.clip_grad))
         throw UsageError(fmt::format("--clip-grad must be >= 0, got {}", o.clip_grad));
     if (!(o.val_fraction >= 0 && o.val_fraction < 1))

@@ -83,6 +83,11 @@ struct TrainOptions {
     int64_t eval_interval = 0;      // --eval-interval (0: only at the end)
     int64_t eval_iters = 10;        // --eval-iters (batches of num_microbatches microbatches)
     int64_t log_interval = 10;      // --log-interval
+    // Samples (src/run/train_sample.h): every --sample-interval iterations (0: none), after evaluation, rank 0
+    // continues --sample-prompt ("": from <|endoftext|>, or a newline for bytes) by --sample-tokens tokens.
+    int64_t sample_interval = 0;
+    std::string sample_prompt;
+    int64_t sample_tokens = 64;
     std::string metrics_path;       // --metrics FILE.jsonl
     std::string trace_path;         // --trace FILE.json: Chrome/Perfetto trace of the pipeline, one track per stage
 

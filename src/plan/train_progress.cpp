@@ -73,6 +73,7 @@ MetricsRecord metrics_record(const IterationReport& r) {
     record.add("tokens_per_s", r.tokens_per_s);
     if (r.val_loss >= 0) record.add("val_loss", r.val_loss);
     if (r.elapsed_s >= 0) record.add("elapsed_s", r.elapsed_s);
+    if (!r.sample.empty()) record.add("sample", r.sample);
     if (!r.stage_busy.empty()) {
         record.add("stage_busy", r.stage_busy);
         record.add("bubble", r.bubble);

@@ -33,6 +33,7 @@ struct IterationReport {
     // Seconds since the run began at this iteration's end, evaluation and checkpoints included; a resumed run
     // continues the clock of its checkpoint (-1: not measured).
     double elapsed_s = -1;
+    std::string sample;       // the text of --sample-interval's sample at this iteration ("": none), valid UTF-8
 
     // Pipeline runs only (empty / -1 elsewhere: the single-process loop and the oracle print none of them):
     std::vector<double> stage_busy = {};  // per stage, compute time / wall time, 0..1 (pipeline/stage/stage_clock.h)

@@ -44,6 +44,10 @@ Generator::Generator(Ops& ops, const ModelConfig& config, const NamedWeights& we
                                     weights_for_layout(model_.layout(), weights, source).to(ops.device()))),
       cache_(ops, config, max_positions) {}
 
+Generator::Generator(Ops& ops, const ModelConfig& config, TensorSet compute_weights, int64_t max_positions)
+    : ops_(ops), model_(config, whole_model_spec(config)), weights_(std::move(compute_weights)),
+      cache_(ops, config, max_positions) {}
+
 std::vector<float> Generator::forward(std::span<const int32_t> tokens) {
     const auto n = static_cast<int64_t>(tokens.size());
     Tensor host_tokens = Tensor::empty({n}, DType::i32);

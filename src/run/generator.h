@@ -43,6 +43,9 @@ public:
     // `max_positions` positions: a prompt and its new tokens together at most that (the model's sequence length).
     Generator(Ops& ops, const ModelConfig& config, const NamedWeights& weights, const std::string& source,
               int64_t max_positions);
+    // The same from compute weights already on `ops`' device, in the layout of `config`'s whole model (the
+    // single-process loop's own, read as they are: the samples of `train --sample-interval`).
+    Generator(Ops& ops, const ModelConfig& config, TensorSet compute_weights, int64_t max_positions);
 
     // The new tokens (not the prompt). nb::UsageError for an empty prompt, a token outside the vocabulary, or a
     // prompt and max_new_tokens that pass max_positions.

@@ -30,6 +30,10 @@ void RunLog::iteration(const IterationReport& record, const IterationReport& lin
         fmt::print(log_, "{}\n", progress_line(line));
         std::fflush(log_);
     }
+    if (!line.sample.empty()) {  // one line, JSON-quoted: the text's newlines stay inside it
+        fmt::print(log_, "sample at step {}: {}\n", line.iteration, json_quote(line.sample));
+        std::fflush(log_);
+    }
     if (metrics_) metrics_->write(metrics_record(record));
     train_seconds_ += record.seconds;
     ++iterations_;

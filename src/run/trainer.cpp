@@ -12,6 +12,7 @@
 #include "src/core/stop_signal.h"
 #include "pipeline/stage/stage_checkpoint.h"
 #include "src/run/run_log.h"
+#include "src/run/train_sample.h"
 #include "src/core/error.h"
 #include "model/model_step.h"
 #include "model/moe_load.h"
@@ -65,6 +66,7 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
     TensorSet compute_weights = make_compute_weights(ops, model.layout(), weights);
     LrSchedule schedule(o.lr, o.train_iters);
     MicrobatchReader reader(o);
+    const TrainSampler sampler(o);
 
     fmt::print(log, "nobubble: model {} ({} parameters) on {}, {} train windows, {} tokens per iteration, {}\n",
                o.model.preset, model.layout().trainable_numel(), device_name(device), data->train->num_windows(),
@@ -108,6 +110,7 @@ TrainSummary run_training(const RunPlan& plan, std::FILE* log) {
             report.val_loss = validation_loss(*data->val, o, device, [&](const Microbatch& mb) {
                 return forward_loss(ops, model, compute_weights, mb);
             });
+        if (sampler.due(step + 1)) report.sample = sampler.sample(ops, compute_weights, step + 1);
         report.elapsed_s = elapsed_before_s + seconds_since(run_start);
         run_log.iteration(report);
         steps_run = step + 1;

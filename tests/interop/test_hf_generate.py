@@ -6,10 +6,12 @@
    the folder (--hf). The text printed is the prompt and the tokenizer's decode of those ids.
 2. A pipelined checkpoint (mpirun -np 2, 1f1b) gathered into one process generates what its export does in
    transformers; a byte model (text data, no tokenizer) too.
-3. Sampling with a seed repeats itself; another seed gives other tokens; top-k 1 is greedy.
+3. Sampling with a seed repeats itself; another seed gives other tokens; top-k 1 is greedy. `train
+   --sample-interval` writes its samples into the log and the metrics and leaves the weights' bits as they were.
 4. Bad input, one error line and exit 2 each: a prompt longer than the sequence length, a prompt and
    --max-new-tokens past it, --top-p 0, a tokenizer larger than the model's vocabulary.
 """
+import json
 import os
 import subprocess
 import sys
@@ -119,6 +121,23 @@ def main():
         sys.exit("FAIL: --top-p with a seed does not repeat itself")
     print("sampling: a seed repeats itself, another seed differs, --top-k 1 is greedy")
 
+    # 3b. Samples while training: every 10 steps, in the log and the metrics; the weights' bits as without them.
+    metrics = os.path.join(w, "m.jsonl")
+    sampled_run = run([nb, "train", *flags, *shape, "--train-iters", 20, "--sample-interval", 10, "--sample-tokens", 12,
+                       "--sample-prompt", "w1", "--metrics", metrics])
+    plain_run = run([nb, "train", *flags, *shape, "--train-iters", 20])
+    final = [l for l in sampled_run.splitlines() if l.startswith("final weights sha256")]
+    if not final or final != [l for l in plain_run.splitlines() if l.startswith("final weights sha256")]:
+        sys.exit(f"FAIL: --sample-interval changed the run's weights:\n{sampled_run}\n{plain_run}")
+    records = [json.loads(l) for l in open(metrics)]
+    with_sample = [r["step"] for r in records if "sample" in r]
+    if with_sample != [10, 20] or not all(r["sample"].startswith("w1") for r in records if "sample" in r):
+        sys.exit(f"FAIL: samples at steps {with_sample} (want [10, 20]), each starting with the prompt: {records}")
+    if sampled_run.count("sample at step ") != 2:
+        sys.exit(f"FAIL: two 'sample at step' lines expected:\n{sampled_run}")
+    print(f"train --sample-interval 10: samples at steps {with_sample}, same final weights; step 20: "
+          f"{records[-1]['sample']!r}")
+
     # 4. Bad input.
     gen = [nb, "generate", "--load", ck]
     refused([*gen, "--prompt", "alpha " * 80], 2, "longer than the model's sequence length 64")
@@ -126,6 +145,10 @@ def main():
     refused([*gen, "--prompt", PROMPTS[0], "--top-p", 0], 2, "--top-p 0")
     refused([nb, "generate", "--load", bk, "--prompt", "a", "--tokenizer", os.path.join(data, "tokenizer.json")], 2,
             f"has {vocab} ids but the model's vocab_size is 256")
+    refused([nb, "train", *flags, *shape, "--train-iters", 2, "--sample-interval", 1, "--sample-tokens", 64], 2,
+            "--sample-tokens 64 pass --seq-length 64")
+    refused([nb, "train", *flags, *shape, "--train-iters", 2, "--sample-interval", 1, "--stages", 2], 2,
+            "--sample-interval: samples are drawn where one process holds the whole model")
     print("PASS")
 
 
