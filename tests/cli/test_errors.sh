@@ -28,9 +28,9 @@ NO_LR=(--data "$C" --model tiny --train-iters 2)
 for command in train reference; do
   expect_error 2 "^nobubble: error: --lr is required (the peak learning rate, e.g. --lr 3e-4)$" "$NB" "$command" "${NO_LR[@]}"
 done
-expect_error 2 "^nobubble: error: unknown subcommand 'definitely-not-a-command' (one of: train, info, bench, schedule, reference, export, eval)$" \
+expect_error 2 "^nobubble: error: unknown subcommand 'definitely-not-a-command' (one of: train, info, bench, schedule, reference, export, eval, generate, tokenize)$" \
   "$NB" definitely-not-a-command
-expect_error 2 "^nobubble: error: no subcommand given (one of: train, info, bench, schedule, reference, export, eval)$" "$NB"
+expect_error 2 "^nobubble: error: no subcommand given (one of: train, info, bench, schedule, reference, export, eval, generate, tokenize)$" "$NB"
 expect_error 2 "cannot read" "${T[@]}" --config "$WORK/missing.toml"
 printf 'unknown-key = 3\n' >"$WORK/bad.toml"
 expect_error 2 "unknown key 'unknown-key'" "${T[@]}" --config "$WORK/bad.toml"
