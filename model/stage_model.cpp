@@ -86,4 +86,12 @@ int64_t stage_param_count(const ModelConfig& config, const StageSpec& spec) {
     return n;
 }
 
+NamedWeights initial_named_weights(const ModelConfig& config, uint64_t seed) {
+    const StageModel whole(config, whole_model_spec(config));
+    const TensorSet weights = whole.init_weights(seed);
+    NamedWeights named;
+    for (int i = 0; i < whole.layout().size(); ++i) named.emplace(whole.layout()[i].name, weights[i]);
+    return named;
+}
+
 }  // namespace nb

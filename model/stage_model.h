@@ -8,6 +8,7 @@
 
 #include "model/config.h"
 #include "model/layer.h"
+#include "model/named_weights.h"
 #include "model/params.h"
 
 namespace nb {
@@ -50,6 +51,10 @@ private:
     std::vector<std::unique_ptr<Layer>> layers_;
     std::vector<int> layer_first_param_;  // by layer
 };
+
+// The whole model's init_weights(seed) by parameter name: a model to time or export without a checkpoint (the
+// benchmarks).
+NamedWeights initial_named_weights(const ModelConfig& config, uint64_t seed);
 
 // The MoE blocks among the stage's blocks.
 int64_t moe_block_count(const ModelConfig& config, const StageSpec& spec);

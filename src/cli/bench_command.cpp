@@ -81,13 +81,15 @@ Command add_bench_command(CLI::App& app) {
     auto checkpoint = add_bench_checkpoint_command(*sub);
     auto moe = add_bench_moe_command(*sub);
     auto data_parallel = add_bench_data_parallel_command(*sub);
-    return {sub, [ops_flags, ops, gpu, schedules, recompute, checkpoint, moe, data_parallel] {
+    auto generate = add_bench_generate_command(*sub);
+    return {sub, [ops_flags, ops, gpu, schedules, recompute, checkpoint, moe, data_parallel, generate] {
                 if (ops->parsed()) return run_bench_ops(*ops_flags);
                 if (schedules.app->parsed()) return schedules.run();
                 if (recompute.app->parsed()) return recompute.run();
                 if (checkpoint.app->parsed()) return checkpoint.run();
                 if (moe.app->parsed()) return moe.run();
                 if (data_parallel.app->parsed()) return data_parallel.run();
+                if (generate.app->parsed()) return generate.run();
                 return gpu.run();
             }};
 }

@@ -107,6 +107,8 @@ Command add_bench_moe_command(CLI::App& bench);
 // `bench data-parallel`: D pipeline replicas' tokens/s against one's, and the exposed gradient reduction
 // (src/cli/bench_data_parallel_command.cpp).
 Command add_bench_data_parallel_command(CLI::App& bench);
+// `bench generate`: generate's prefill and decode tokens/s against transformers' (src/cli/bench_generate_command.cpp).
+Command add_bench_generate_command(CLI::App& bench);
 
 // Splices the keys of `--config FILE.toml` (given after a subcommand) into args, before the command line's
 // own flags so that those win. args[0] is the program name.

@@ -15,6 +15,10 @@ void CpuOps::linear_forward(Tensor& y, const Tensor& x, const Tensor& w) {
     const OpTimer timer(*this, "linear_forward");
     const LinearDims d = check_linear_forward(y, x, w);
     if (d.n == 0 || d.out == 0) return;
+    if (d.n == 1) {  // one token (a decode step): W read once (src/cpu/tiled_gemm.h sgemv_rows)
+        cpu::sgemv_rows(d.out, d.in, w.f32(), d.in, x.f32(), y.f32());
+        return;
+    }
     cpu::sgemm(false, true, d.n, d.out, d.in, 1.0f, x.f32(), d.in, w.f32(), d.in, 0.0f, y.f32(), d.out);
 }
 

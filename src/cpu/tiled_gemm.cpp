@@ -73,4 +73,20 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
     });
 }
 
+void sgemv_rows(int64_t n, int64_t k, const float* w, int64_t ldw, const float* x, float* y) {
+    constexpr int64_t kRowsPerTile = 512;
+    if (n == 0) return;
+    if (k == 0) {
+        std::fill(y, y + n, 0.0f);
+        return;
+    }
+    use_single_threaded_blas();
+    parallel_for((n + kRowsPerTile - 1) / kRowsPerTile, [&](int64_t tile) {
+        const int64_t r0 = tile * kRowsPerTile, rows = std::min(kRowsPerTile, n - r0);
+        std::fill(y + r0, y + r0 + rows, 0.0f);  // beta = 1 on zeros: never 0 * (whatever y held)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(rows), static_cast<int>(k), 1.0f, w + r0 * ldw,
+                    static_cast<int>(ldw), x, 1, 1.0f, y + r0, 1);
+    });
+}
+
 }  // namespace nb::cpu

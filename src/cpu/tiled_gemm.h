@@ -33,4 +33,10 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 void sgemm_one_tile(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                     int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
+// y[n] = W[n, k] x[k] (W row-major, leading dimension ldw), overwriting y: a one-row product (a linear layer on one
+// token, as decoding runs it). sgemm would pack all of W for a single row, reading it twice; sgemv reads it once,
+// which is what bounds a decode step. Tiles of a fixed number of rows of W (a function of n alone), each one
+// single-threaded sgemv, spread over the threads: the bits do not depend on the thread count.
+void sgemv_rows(int64_t n, int64_t k, const float* w, int64_t ldw, const float* x, float* y);
+
 }  // namespace nb::cpu

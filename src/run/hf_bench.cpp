@@ -57,18 +57,10 @@ double time_plain_read_s(const std::string& path) {
     return seconds;
 }
 
-NamedWeights seeded_weights(const ModelConfig& model) {
-    const StageModel whole(model, whole_model_spec(model));
-    const TensorSet weights = whole.init_weights(1234);
-    NamedWeights named;
-    for (int i = 0; i < whole.layout().size(); ++i) named.emplace(whole.layout()[i].name, weights[i]);
-    return named;
-}
-
 }  // namespace
 
 HfTiming time_hf_folder(const ModelConfig& model, const std::string& dir, int reps) {
-    const NamedWeights weights = seeded_weights(model);
+    const NamedWeights weights = initial_named_weights(model, 1234);
     HfModelConfig config;
     config.model = model;
     constexpr double kNever = std::numeric_limits<double>::infinity();
