@@ -430,3 +430,32 @@ TEST_CASE("attention: rejects bad shapes and dtypes with std::invalid_argument")
 TEST_CASE("attention: timing of the long shape (informational)") {
     print_attention_timing(cuda_ops(), {1, 2048, 15, 5, 64}, AttentionImpl::kernel, 1300);
 }
+
+// Decoding with a KV cache (model/kv_cache.h): rope_forward_at and attention_forward_cached against the CPU. The
+// inputs are bf16-rounded on both sides; the GPU sums q.k and P v in f32 and rounds the output to bf16 once, so
+// one bf16 rounding (rtol 1e-2) with a small atol for outputs near zero; rope's angle as in the rope test.
+TEST_CASE("decode ops (rope_forward_at, attention_forward_cached) match the CPU reference") {
+    CudaOps& gpu = cuda_ops();
+    CpuOps cpu;
+    const int64_t H = 9, KV = 3, hd = 64;
+    for (const int64_t first : {int64_t{0}, int64_t{5}, int64_t{700}}) {
+        INFO("first_position " << first);
+        const Shape shape = {4, KV, hd};
+        const Tensor x = bf16_randn(shape, 900 + first);
+        Tensor ref = Tensor::zeros(shape);
+        cpu.rope_forward_at(ref, x, first, 10000.0f);
+        Tensor out = to_cuda_bf16(bf16_randn(shape, 901 + first), gpu);
+        gpu.rope_forward_at(out, to_cuda_bf16(x, gpu), first, 10000.0f);
+        check_close(out, ref, 4.0 * 8.0 * ((first + 4) * 0x1p-23 + 0x1p-22) + 1e-6, 1e-2, "rope_forward_at");
+    }
+    for (const auto& [tq, tk] : {std::pair<int64_t, int64_t>{1, 1}, {1, 37}, {5, 200}, {64, 64}}) {
+        INFO("Tq " << tq << ", Tk " << tk);
+        const Tensor q = bf16_randn({1, tq, H, hd}, 910 + tk), k = bf16_randn({1, tk, KV, hd}, 911 + tk);
+        const Tensor v = bf16_randn({1, tk, KV, hd}, 912 + tk);
+        Tensor ref = Tensor::zeros({1, tq, H, hd});
+        cpu.attention_forward_cached(ref, q, k, v);
+        Tensor out = to_cuda_bf16(bf16_randn({1, tq, H, hd}, 913 + tk), gpu);
+        gpu.attention_forward_cached(out, to_cuda_bf16(q, gpu), to_cuda_bf16(k, gpu), to_cuda_bf16(v, gpu));
+        check_close(out, ref, 2e-2, 1e-2, "attention_forward_cached");
+    }
+}
