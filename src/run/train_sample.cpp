@@ -10,7 +10,10 @@
 namespace nb {
 
 TrainSampler::TrainSampler(const TrainOptions& o)
-    : options_(o), codec_(TextCodec::for_model(o.tokenizer, o.model.vocab_size)) {
+    // Without samples the tokenizer is not read here (the run knows it by identity only).
+    : options_(o), codec_(TextCodec::for_model(o.sample_interval > 0 ? o.tokenizer : std::nullopt,
+                                               o.model.vocab_size)) {
+    if (o.sample_interval <= 0) return;
     if (!o.sample_prompt.empty()) {
         prompt_ = codec_.encode(o.sample_prompt);
     } else if (codec_.end_of_text()) {
